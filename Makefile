@@ -1,0 +1,33 @@
+# The two commands of the README. Everything else is CMake (see CMakePresets.json).
+PRESET ?= default
+BUILD_DIR := build/$(PRESET)
+JOBS ?= $(shell nproc)
+
+.PHONY: run test build deps configure bench install clean
+
+deps:
+	@bash .ci/install-deps.sh
+
+configure: deps
+	@cmake --preset $(PRESET) >/dev/null
+
+build: configure
+	@cmake --build --preset $(PRESET) -j $(JOBS)
+
+# Certify the bundled CPU plugin, then run the end-to-end example through the host.
+run: build
+	@$(BUILD_DIR)/bin/deepx certify cpu --out $(BUILD_DIR)/certification
+	@$(BUILD_DIR)/bin/deepx-example-mlp
+
+# Every test: unit tests, fixture tests, the CPU plugin's certification, the docs warning check.
+test: build
+	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+bench: build
+	@$(BUILD_DIR)/bin/deepx-bench-dispatch
+
+install: build
+	@cmake --install $(BUILD_DIR) --prefix $(or $(PREFIX),/usr/local)
+
+clean:
+	@rm -rf build
