@@ -1,0 +1,237 @@
+// Dispatch overhead: host dx_invoke of a 1-element f32 dx.add against calling the same kernel
+// directly through its function pointer, in one run (PERFORMANCE.md: <= 50 ns above direct).
+//
+// The direct path dlopens the same plugin file, calls its entry and init with a minimal host
+// that records the dx.add f32 kernel, and calls that kernel with a prebuilt dx_kernel_call_t.
+#include <benchmark/benchmark.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "deepx/host.h"
+#include "deepx/plugin.h"
+
+namespace {
+
+std::string g_plugin = "cpu";
+
+struct DirectKernel {
+  dx_kernel_fn forward = nullptr;
+  void* data = nullptr;
+};
+DirectKernel g_direct;
+
+struct BenchError {
+  dx_status_t code;
+};
+
+dx_error_t* ErrCreate(dx_status_t code, const char*) {
+  return reinterpret_cast<dx_error_t*>(new BenchError{code});
+}
+void ErrDestroy(dx_error_t* e) { delete reinterpret_cast<BenchError*>(e); }
+dx_status_t ErrCode(const dx_error_t* e) {
+  return e ? reinterpret_cast<const BenchError*>(e)->code : DX_OK;
+}
+const char* ErrMessage(const dx_error_t*) { return "bench error"; }
+void Log(dx_host_context_t*, int32_t, const char*) {}
+void* Alloc(uint64_t size, uint64_t alignment) {
+  void* p = nullptr;
+  return posix_memalign(&p, alignment ? alignment : 64, size ? size : 1) == 0 ? p : nullptr;
+}
+void Free(void* p) { free(p); }
+dx_error_t* RegKernel(dx_host_context_t*, const dx_kernel_desc_t* d) {
+  if (std::strcmp(d->op_name, "dx.add") == 0 && d->num_inputs == 2 && d->num_outputs == 1 &&
+      d->dtypes[0].code == kDLFloat && d->dtypes[0].bits == 32 && d->dtypes[1].bits == 32) {
+    g_direct.forward = d->forward;
+    g_direct.data = d->kernel_data;
+  }
+  return nullptr;
+}
+dx_error_t* RegSpace(dx_host_context_t*, const dx_memory_space_desc_t*) { return nullptr; }
+dx_error_t* RegTransport(dx_host_context_t*, const dx_transport_desc_t*) { return nullptr; }
+
+dx_host_t MakeHost() {
+  dx_host_t h;
+  std::memset(&h, 0, sizeof h);
+  h.struct_size = DX_STRUCT_SIZE(dx_host_t, register_transport);
+  h.abi_version = DX_ABI_VERSION;
+  h.error_create = ErrCreate;
+  h.error_destroy = ErrDestroy;
+  h.error_code = ErrCode;
+  h.error_message = ErrMessage;
+  h.log = Log;
+  h.host_alloc = Alloc;
+  h.host_free = Free;
+  h.register_kernel = RegKernel;
+  h.register_memory_space = RegSpace;
+  h.register_transport = RegTransport;
+  return h;
+}
+const dx_host_t g_bench_host = MakeHost();
+
+struct Fixture {
+  dx_runtime_t* rt = nullptr;
+  dx_tensor_t* a = nullptr;
+  dx_tensor_t* b = nullptr;
+  dx_tensor_t* y = nullptr;
+  dx_op_id_t add = 0;
+  std::string path;
+  bool ok = false;
+
+  Fixture() {
+    if (dx_runtime_create(nullptr, &rt) != DX_OK) return;
+    int32_t index = -1;
+    if (dx_runtime_load_plugin(rt, g_plugin.c_str(), &index) != DX_OK) {
+      std::fprintf(stderr, "cannot load plugin '%s': %s\n", g_plugin.c_str(),
+                   dx_last_error_message());
+      return;
+    }
+    dx_plugin_info_t info{};
+    info.struct_size = DX_STRUCT_SIZE(dx_plugin_info_t, num_transports);
+    dx_runtime_plugin_info(rt, index, &info);
+    path = info.path;
+    int32_t devices = 0, device = -1;
+    dx_runtime_device_count(rt, &devices);
+    for (int32_t i = 0; i < devices && device < 0; ++i) {
+      dx_device_info_t d{};
+      d.struct_size = DX_STRUCT_SIZE(dx_device_info_t, alignment);
+      if (dx_runtime_device_info(rt, i, &d) == DX_OK && d.device_type == kDLCPU) device = i;
+    }
+    int64_t shape[1] = {1};
+    float one = 1.0f;
+    if (device < 0 || dx_tensor_create(rt, device, DX_DTYPE_F32, shape, 1, &a) != DX_OK ||
+        dx_tensor_create(rt, device, DX_DTYPE_F32, shape, 1, &b) != DX_OK ||
+        dx_tensor_create(rt, device, DX_DTYPE_F32, shape, 1, &y) != DX_OK ||
+        dx_tensor_write(a, &one, 4) != DX_OK || dx_tensor_write(b, &one, 4) != DX_OK ||
+        dx_runtime_op_lookup(rt, "dx.add", &add) != DX_OK) {
+      std::fprintf(stderr, "setup failed: %s\n", dx_last_error_message());
+      return;
+    }
+    // The direct path: same file, its own init with the bench host.
+    void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    auto entry = lib ? reinterpret_cast<dx_plugin_entry_fn>(dlsym(lib, DX_PLUGIN_ENTRY_SYMBOL))
+                     : nullptr;
+    const dx_plugin_t* p = entry ? entry(DX_ABI_VERSION, DX_ABI_VERSION) : nullptr;
+    void* state = nullptr;
+    if (p == nullptr || p->init(&g_bench_host, nullptr, &state) != nullptr ||
+        g_direct.forward == nullptr) {
+      std::fprintf(stderr, "cannot find the dx.add f32 kernel of %s directly\n", path.c_str());
+      return;
+    }
+    ok = true;
+  }
+  ~Fixture() {
+    dx_tensor_destroy(a);
+    dx_tensor_destroy(b);
+    dx_tensor_destroy(y);
+    dx_runtime_destroy(rt);
+  }
+};
+
+Fixture& F() {
+  static Fixture f;
+  return f;
+}
+
+void BM_DirectKernel(benchmark::State& state) {
+  Fixture& f = F();
+  if (!f.ok) {
+    state.SkipWithError("setup failed");
+    return;
+  }
+  const DLTensor *a, *b, *y;
+  dx_tensor_dltensor(f.a, &a);
+  dx_tensor_dltensor(f.b, &b);
+  dx_tensor_dltensor(f.y, &y);
+  const DLTensor* in[2] = {a, b};
+  const DLTensor* out[1] = {y};
+  dx_kernel_call_t call;
+  std::memset(&call, 0, sizeof call);
+  call.struct_size = DX_STRUCT_SIZE(dx_kernel_call_t, host);
+  call.kernel_data = g_direct.data;
+  call.inputs = in;
+  call.outputs = out;
+  call.num_inputs = 2;
+  call.num_outputs = 1;
+  call.host = &g_bench_host;
+  dx_kernel_fn fn = g_direct.forward;
+  benchmark::DoNotOptimize(fn);
+  for (auto _ : state) {
+    dx_error_t* e = fn(&call);
+    benchmark::DoNotOptimize(e);
+  }
+}
+
+void BM_HostInvoke(benchmark::State& state) {
+  Fixture& f = F();
+  if (!f.ok) {
+    state.SkipWithError("setup failed");
+    return;
+  }
+  dx_tensor_t* in[2] = {f.a, f.b};
+  for (auto _ : state) {
+    dx_status_t st = dx_invoke(f.rt, f.add, in, 2, &f.y, 1, nullptr);
+    benchmark::DoNotOptimize(st);
+  }
+}
+
+void BM_HostInvokeByName(benchmark::State& state) {
+  Fixture& f = F();
+  if (!f.ok) {
+    state.SkipWithError("setup failed");
+    return;
+  }
+  dx_tensor_t* in[2] = {f.a, f.b};
+  for (auto _ : state) {
+    dx_status_t st = dx_invoke_by_name(f.rt, "dx.add", in, 2, &f.y, 1, nullptr);
+    benchmark::DoNotOptimize(st);
+  }
+}
+
+BENCHMARK(BM_DirectKernel)->Repetitions(7)->ReportAggregatesOnly(true);
+BENCHMARK(BM_HostInvoke)->Repetitions(7)->ReportAggregatesOnly(true);
+BENCHMARK(BM_HostInvokeByName)->Repetitions(7)->ReportAggregatesOnly(true);
+
+// Collects the medians so the program can print the overhead and ratio at the end.
+class Collector : public benchmark::ConsoleReporter {
+ public:
+  std::map<std::string, double> medians;
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const auto& r : runs) {
+      if (r.aggregate_name == "median") medians[r.run_name.function_name] = r.GetAdjustedRealTime();
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--plugin=", 9) == 0) g_plugin = argv[i] + 9;
+  }
+  benchmark::Initialize(&argc, argv);
+  Collector collector;
+  benchmark::RunSpecifiedBenchmarks(&collector);
+  double direct = collector.medians["BM_DirectKernel"];
+  double invoke = collector.medians["BM_HostInvoke"];
+  double by_name = collector.medians["BM_HostInvokeByName"];
+  if (direct <= 0 || invoke <= 0) {
+    std::fprintf(stderr, "dispatch benchmark: missing results\n");
+    return 1;
+  }
+  std::printf("\nmachine: %u hardware threads; plugin '%s'; 1-element f32 dx.add; medians of 7\n",
+              std::thread::hardware_concurrency(), g_plugin.c_str());
+  std::printf("direct kernel call      %8.1f ns\n", direct);
+  std::printf("dx_invoke (interned id) %8.1f ns   overhead %6.1f ns   ratio %.2fx   target <= 50 ns: %s\n",
+              invoke, invoke - direct, invoke / direct, invoke - direct <= 50.0 ? "MET" : "MISSED");
+  std::printf("dx_invoke_by_name       %8.1f ns   overhead %6.1f ns   ratio %.2fx\n", by_name,
+              by_name - direct, by_name / direct);
+  return 0;
+}

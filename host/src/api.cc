@@ -1,0 +1,369 @@
+// The client API entry points for runtimes, plugins, devices, ops, attributes and invocation.
+// Every entry point validates its arguments and runs under Guard(): no exception escapes.
+#include <cstdlib>
+
+#include "internal.h"
+
+namespace deepx::host {
+dx_status_t Invoke(dx_runtime_t* runtime, dx_op_id_t id, dx_tensor_t* const* inputs,
+                   int32_t num_inputs, dx_tensor_t* const* outputs, int32_t num_outputs,
+                   const dx_attrs_t* attrs, const dx_invoke_options_t* options);
+}
+
+using namespace deepx::host;
+
+#define DX_REQUIRE(cond, ...) \
+  do {                        \
+    if (!(cond)) return Failf(DX_INVALID_ARGUMENT, __VA_ARGS__); \
+  } while (0)
+
+namespace {
+
+// Copies min(known, caller's struct_size) bytes of `full` into `out`, keeping out's struct_size.
+template <class T>
+dx_status_t FillInfo(const T& full, T* out, size_t known, const char* where) {
+  if (out == nullptr) return Failf(DX_INVALID_ARGUMENT, "%s: out_info is null", where);
+  size_t declared = out->struct_size;
+  if (declared < sizeof(size_t) + sizeof(void*)) {
+    return Failf(DX_INVALID_ARGUMENT,
+                 "%s: out_info->struct_size (%zu) is unset or too small; set it with "
+                 "DX_STRUCT_SIZE()",
+                 where, declared);
+  }
+  std::memcpy(reinterpret_cast<char*>(out) + sizeof(size_t),
+              reinterpret_cast<const char*>(&full) + sizeof(size_t),
+              std::min(known, declared) - sizeof(size_t));
+  return DX_OK;
+}
+
+dx_status_t SetAttr(dx_attrs_t* attrs, const char* name, AttrItem item) {
+  if (attrs == nullptr) return Fail(DX_INVALID_ARGUMENT, "dx_attrs_set: attrs is null");
+  if (name == nullptr || name[0] == '\0') {
+    return Fail(DX_INVALID_ARGUMENT, "dx_attrs_set: name is null or empty");
+  }
+  item.name = name;
+  ++attrs->generation;
+  for (auto& existing : attrs->items) {
+    if (existing.name == item.name) {
+      existing = std::move(item);
+      return DX_OK;
+    }
+  }
+  attrs->items.push_back(std::move(item));
+  return DX_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+DX_EXPORT dx_status_t dx_runtime_create(const dx_runtime_options_t* options,
+                                        dx_runtime_t** out_runtime) {
+  return Guard([&]() -> dx_status_t {
+    DX_REQUIRE(out_runtime != nullptr, "dx_runtime_create: out_runtime is null");
+    dx_runtime_options_t opts;
+    std::memset(&opts, 0, sizeof opts);
+    if (options != nullptr) {
+      if (options->struct_size < DX_STRUCT_SIZE(dx_runtime_options_t, flags)) {
+        return Failf(DX_INVALID_ARGUMENT,
+                     "dx_runtime_create: options->struct_size (%zu) is too small; set it with "
+                     "DX_STRUCT_SIZE(dx_runtime_options_t, plugin_path)",
+                     options->struct_size);
+      }
+      std::memcpy(&opts, options,
+                  std::min(options->struct_size,
+                           DX_STRUCT_SIZE(dx_runtime_options_t, plugin_path)));
+    }
+    auto rt = std::make_unique<dx_runtime>();
+    rt->core = std::make_shared<Core>();
+    rt->core->search_dirs =
+        SearchDirs(opts.plugin_path, (opts.flags & DX_RUNTIME_FLAG_IGNORE_ENV) != 0);
+    *out_runtime = rt.release();
+    return DX_OK;
+  });
+}
+
+DX_EXPORT dx_status_t dx_runtime_destroy(dx_runtime_t* runtime) {
+  return Guard([&]() -> dx_status_t {
+    delete runtime;  // the Core (and plugin shutdown) goes when the last storage releases it
+    return DX_OK;
+  });
+}
+
+DX_EXPORT dx_status_t dx_runtime_load_plugin(dx_runtime_t* runtime, const char* name_or_path,
+                                             int32_t* out_plugin_index) {
+  return Guard([&]() -> dx_status_t {
+    DX_REQUIRE(runtime != nullptr, "dx_runtime_load_plugin: runtime is null");
+    DX_REQUIRE(name_or_path != nullptr && name_or_path[0] != '\0',
+               "dx_runtime_load_plugin: name_or_path is null or empty");
+    return LoadPlugin(runtime->core, name_or_path, out_plugin_index);
+  });
+}
+
+DX_EXPORT dx_status_t dx_runtime_load_search_path(dx_runtime_t* runtime, int32_t* out_loaded) {
+  return Guard([&]() -> dx_status_t {
+    DX_REQUIRE(runtime != nullptr, "dx_runtime_load_search_path: runtime is null");
+    int32_t loaded = 0;
+    std::string last_error;
+    for (const auto& path : DiscoverPlugins(*runtime->core)) {
+      bool already = false;
+      for (const auto& p : runtime->core->plugins) already = already || p->path == path;
+      if (already) continue;
+      if (LoadPlugin(runtime->core, path.c_str(), nullptr) == DX_OK) {
+        ++loaded;
+      } else {
+        last_error = LastErrorMessage();
+        HostServices()->log(nullptr, DX_LOG_WARN, last_error.c_str());
+      }
+    }
+    if (!last_error.empty()) Fail(DX_OK, last_error);
+    if (out_loaded) *out_loaded = loaded;
+    return DX_OK;
+  });
+}
+
+DX_EXPORT dx_status_t dx_runtime_plugin_count(const dx_runtime_t* runtime, int32_t* out_count) {
+  DX_REQUIRE(runtime != nullptr && out_count != nullptr, "dx_runtime_plugin_count: null argument");
+  *out_count = static_cast<int32_t>(runtime->core->plugins.size());
+  return DX_OK;
+}
+
+DX_EXPORT dx_status_t dx_runtime_plugin_info(const dx_runtime_t* runtime, int32_t index,
+                                             dx_plugin_info_t* out_info) {
+  DX_REQUIRE(runtime != nullptr, "dx_runtime_plugin_info: runtime is null");
+  const auto& plugins = runtime->core->plugins;
+  if (index < 0 || index >= static_cast<int32_t>(plugins.size())) {
+    return Failf(DX_OUT_OF_RANGE, "dx_runtime_plugin_info: index %d out of range (%zu plugins)",
+                 index, plugins.size());
+  }
+  const Plugin& p = *plugins[index];
+  dx_plugin_info_t full;
+  std::memset(&full, 0, sizeof full);
+  full.name = p.name.c_str();
+  full.vendor = p.vendor.c_str();
+  full.version = p.version.c_str();
+  full.build_id = p.build_id.c_str();
+  full.path = p.path.c_str();
+  full.abi_version = p.abi_version;
+  full.capabilities = p.capabilities;
+  full.num_kernels = p.num_kernels;
+  full.num_memory_spaces = p.num_memory_spaces;
+  full.num_transports = p.num_transports;
+  return FillInfo(full, out_info, DX_STRUCT_SIZE(dx_plugin_info_t, num_transports),
+                  "dx_runtime_plugin_info");
+}
+
+DX_EXPORT dx_status_t dx_runtime_device_count(const dx_runtime_t* runtime, int32_t* out_count) {
+  DX_REQUIRE(runtime != nullptr && out_count != nullptr, "dx_runtime_device_count: null argument");
+  *out_count = static_cast<int32_t>(runtime->core->spaces.size());
+  return DX_OK;
+}
+
+DX_EXPORT dx_status_t dx_runtime_device_info(const dx_runtime_t* runtime, int32_t index,
+                                             dx_device_info_t* out_info) {
+  DX_REQUIRE(runtime != nullptr, "dx_runtime_device_info: runtime is null");
+  const auto& spaces = runtime->core->spaces;
+  if (index < 0 || index >= static_cast<int32_t>(spaces.size())) {
+    return Failf(DX_OUT_OF_RANGE, "dx_runtime_device_info: index %d out of range (%zu devices)",
+                 index, spaces.size());
+  }
+  const MemorySpace& s = spaces[index];
+  dx_device_info_t full;
+  std::memset(&full, 0, sizeof full);
+  full.name = s.name.c_str();
+  full.device_type = s.desc.device.device_type;
+  full.device_id = s.desc.device.device_id;
+  full.kind = s.desc.kind;
+  full.plugin_index = s.plugin_index;
+  full.capacity = s.desc.capacity;
+  full.alignment = s.desc.alignment;
+  return FillInfo(full, out_info, DX_STRUCT_SIZE(dx_device_info_t, alignment),
+                  "dx_runtime_device_info");
+}
+
+DX_EXPORT dx_status_t dx_runtime_find_device(const dx_runtime_t* runtime, const char* name,
+                                             int32_t* out_index) {
+  DX_REQUIRE(runtime != nullptr && name != nullptr && out_index != nullptr,
+             "dx_runtime_find_device: null argument");
+  for (const auto& s : runtime->core->spaces) {
+    if (s.name == name) {
+      *out_index = s.index;
+      return DX_OK;
+    }
+  }
+  return Failf(DX_NOT_FOUND, "no device named '%s' (load the plugin that serves it)", name);
+}
+
+DX_EXPORT dx_status_t dx_runtime_op_count(const dx_runtime_t* runtime, int32_t* out_count) {
+  DX_REQUIRE(runtime != nullptr && out_count != nullptr, "dx_runtime_op_count: null argument");
+  *out_count = static_cast<int32_t>(runtime->core->ops.size());
+  return DX_OK;
+}
+
+DX_EXPORT dx_status_t dx_runtime_op_name(const dx_runtime_t* runtime, dx_op_id_t id,
+                                         const char** out_name) {
+  DX_REQUIRE(runtime != nullptr && out_name != nullptr, "dx_runtime_op_name: null argument");
+  if (id >= runtime->core->ops.size()) {
+    return Failf(DX_OUT_OF_RANGE, "dx_runtime_op_name: op id %u out of range", id);
+  }
+  *out_name = runtime->core->ops[id].name.c_str();
+  return DX_OK;
+}
+
+DX_EXPORT dx_status_t dx_runtime_op_lookup(const dx_runtime_t* runtime, const char* name,
+                                           dx_op_id_t* out_id) {
+  return Guard([&]() -> dx_status_t {
+    DX_REQUIRE(runtime != nullptr && name != nullptr && out_id != nullptr,
+               "dx_runtime_op_lookup: null argument");
+    auto it = runtime->core->op_ids.find(name);
+    if (it == runtime->core->op_ids.end()) {
+      return Failf(DX_NOT_FOUND, "no loaded plugin implements op '%s'", name);
+    }
+    *out_id = it->second;
+    return DX_OK;
+  });
+}
+
+DX_EXPORT dx_status_t dx_runtime_kernel_count(const dx_runtime_t* runtime, dx_op_id_t id,
+                                              int32_t* out_count) {
+  DX_REQUIRE(runtime != nullptr && out_count != nullptr, "dx_runtime_kernel_count: null argument");
+  if (id >= runtime->core->ops.size()) {
+    return Failf(DX_OUT_OF_RANGE, "dx_runtime_kernel_count: op id %u out of range", id);
+  }
+  *out_count = static_cast<int32_t>(runtime->core->ops[id].kernels.size());
+  return DX_OK;
+}
+
+DX_EXPORT dx_status_t dx_runtime_kernel_info(const dx_runtime_t* runtime, dx_op_id_t id,
+                                             int32_t index, dx_kernel_info_t* out_info) {
+  DX_REQUIRE(runtime != nullptr, "dx_runtime_kernel_info: runtime is null");
+  if (id >= runtime->core->ops.size()) {
+    return Failf(DX_OUT_OF_RANGE, "dx_runtime_kernel_info: op id %u out of range", id);
+  }
+  const auto& kernels = runtime->core->ops[id].kernels;
+  if (index < 0 || index >= static_cast<int32_t>(kernels.size())) {
+    return Failf(DX_OUT_OF_RANGE, "dx_runtime_kernel_info: kernel index %d out of range", index);
+  }
+  const Kernel& k = kernels[index];
+  dx_kernel_info_t full;
+  std::memset(&full, 0, sizeof full);
+  full.plugin_index = k.plugin_index;
+  full.device_type = k.device_type;
+  full.num_inputs = k.num_inputs;
+  full.num_outputs = k.num_outputs;
+  full.num_dtypes = static_cast<int32_t>(k.dtypes.size());
+  full.dtypes = k.dtypes.data();
+  full.flags = k.flags;
+  full.has_backward = k.backward != nullptr ? 1 : 0;
+  return FillInfo(full, out_info, DX_STRUCT_SIZE(dx_kernel_info_t, has_backward),
+                  "dx_runtime_kernel_info");
+}
+
+DX_EXPORT dx_status_t dx_attrs_create(dx_attrs_t** out_attrs) {
+  return Guard([&]() -> dx_status_t {
+    DX_REQUIRE(out_attrs != nullptr, "dx_attrs_create: out_attrs is null");
+    *out_attrs = new dx_attrs();
+    return DX_OK;
+  });
+}
+
+DX_EXPORT dx_status_t dx_attrs_destroy(dx_attrs_t* attrs) {
+  delete attrs;
+  return DX_OK;
+}
+
+DX_EXPORT dx_status_t dx_attrs_set_i64(dx_attrs_t* attrs, const char* name, int64_t value) {
+  return Guard([&]() -> dx_status_t {
+    AttrItem item;
+    item.type = DX_ATTR_I64;
+    item.scalar_i = value;
+    return SetAttr(attrs, name, std::move(item));
+  });
+}
+
+DX_EXPORT dx_status_t dx_attrs_set_f64(dx_attrs_t* attrs, const char* name, double value) {
+  return Guard([&]() -> dx_status_t {
+    AttrItem item;
+    item.type = DX_ATTR_F64;
+    item.scalar_f = value;
+    return SetAttr(attrs, name, std::move(item));
+  });
+}
+
+DX_EXPORT dx_status_t dx_attrs_set_bool(dx_attrs_t* attrs, const char* name, int32_t value) {
+  return Guard([&]() -> dx_status_t {
+    if (value != 0 && value != 1) {
+      return Fail(DX_INVALID_ARGUMENT, "dx_attrs_set_bool: value must be 0 or 1");
+    }
+    AttrItem item;
+    item.type = DX_ATTR_BOOL;
+    item.scalar_i = value;
+    return SetAttr(attrs, name, std::move(item));
+  });
+}
+
+DX_EXPORT dx_status_t dx_attrs_set_string(dx_attrs_t* attrs, const char* name,
+                                          const char* value) {
+  return Guard([&]() -> dx_status_t {
+    DX_REQUIRE(value != nullptr, "dx_attrs_set_string: value is null");
+    AttrItem item;
+    item.type = DX_ATTR_STRING;
+    item.str = value;
+    return SetAttr(attrs, name, std::move(item));
+  });
+}
+
+DX_EXPORT dx_status_t dx_attrs_set_i64_array(dx_attrs_t* attrs, const char* name,
+                                             const int64_t* values, int64_t count) {
+  return Guard([&]() -> dx_status_t {
+    DX_REQUIRE(count >= 0 && count <= (1 << 20), "dx_attrs_set_i64_array: bad count");
+    DX_REQUIRE(values != nullptr || count == 0, "dx_attrs_set_i64_array: values is null");
+    AttrItem item;
+    item.type = DX_ATTR_I64_ARRAY;
+    if (count > 0) item.ints.assign(values, values + count);
+    return SetAttr(attrs, name, std::move(item));
+  });
+}
+
+DX_EXPORT dx_status_t dx_attrs_set_f64_array(dx_attrs_t* attrs, const char* name,
+                                             const double* values, int64_t count) {
+  return Guard([&]() -> dx_status_t {
+    DX_REQUIRE(count >= 0 && count <= (1 << 20), "dx_attrs_set_f64_array: bad count");
+    DX_REQUIRE(values != nullptr || count == 0, "dx_attrs_set_f64_array: values is null");
+    AttrItem item;
+    item.type = DX_ATTR_F64_ARRAY;
+    if (count > 0) item.floats.assign(values, values + count);
+    return SetAttr(attrs, name, std::move(item));
+  });
+}
+
+DX_EXPORT dx_status_t dx_invoke(dx_runtime_t* runtime, dx_op_id_t op,
+                                dx_tensor_t* const* inputs, int32_t num_inputs,
+                                dx_tensor_t* const* outputs, int32_t num_outputs,
+                                const dx_attrs_t* attrs) {
+  return Guard([&]() -> dx_status_t {
+    return Invoke(runtime, op, inputs, num_inputs, outputs, num_outputs, attrs, nullptr);
+  });
+}
+
+DX_EXPORT dx_status_t dx_invoke_ex(dx_runtime_t* runtime, dx_op_id_t op,
+                                   dx_tensor_t* const* inputs, int32_t num_inputs,
+                                   dx_tensor_t* const* outputs, int32_t num_outputs,
+                                   const dx_attrs_t* attrs, const dx_invoke_options_t* options) {
+  return Guard([&]() -> dx_status_t {
+    return Invoke(runtime, op, inputs, num_inputs, outputs, num_outputs, attrs, options);
+  });
+}
+
+DX_EXPORT dx_status_t dx_invoke_by_name(dx_runtime_t* runtime, const char* op_name,
+                                        dx_tensor_t* const* inputs, int32_t num_inputs,
+                                        dx_tensor_t* const* outputs, int32_t num_outputs,
+                                        const dx_attrs_t* attrs) {
+  return Guard([&]() -> dx_status_t {
+    dx_op_id_t id = 0;
+    if (dx_status_t st = dx_runtime_op_lookup(runtime, op_name, &id); st != DX_OK) return st;
+    return Invoke(runtime, id, inputs, num_inputs, outputs, num_outputs, attrs, nullptr);
+  });
+}
+
+}  // extern "C"
