@@ -1,0 +1,146 @@
+// A minimal fake host for the reference-kernel tests: a dx_host_t whose error_create allocates
+// a dx_error defined here and whose register_kernel stores descriptors in a map, plus owned test
+// tensors and a helper that calls a registered kernel through dx_kernel_call_t exactly as a host
+// would. Nothing here shares code with deepx's real host.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "deepx/plugin.h"
+#include "deepx/reference/kernels.hpp"
+
+// The fake host's private error layout (the ABI keeps dx_error opaque; each host defines it).
+struct dx_error {
+  dx_status_t code;
+  std::string message;
+};
+
+namespace deepx::ref::testing {
+
+// A registered kernel, with the descriptor's borrowed data copied.
+struct RegisteredKernel {
+  dx_kernel_desc_t desc{};
+  std::string op;
+  std::vector<DLDataType> dtypes;
+};
+
+// A registered memory space.
+struct RegisteredSpace {
+  dx_memory_space_desc_t desc{};
+  std::string name;
+};
+
+class FakeHost {
+ public:
+  FakeHost();
+  FakeHost(const FakeHost&) = delete;
+  FakeHost& operator=(const FakeHost&) = delete;
+
+  const dx_host_t* host() const { return &host_; }
+  dx_host_t* mutable_host() { return &host_; }
+  dx_host_context_t* context() { return reinterpret_cast<dx_host_context_t*>(this); }
+
+  // "dx.add(f32,f32)->(f32)"
+  static std::string key(const std::string& op, const std::vector<DLDataType>& inputs,
+                         const std::vector<DLDataType>& outputs);
+
+  std::map<std::string, RegisteredKernel> kernels;
+  std::vector<RegisteredSpace> spaces;
+
+  // Errors created and not yet destroyed, across all fake hosts (leak check).
+  static int live_errors();
+
+ private:
+  dx_host_t host_{};
+};
+
+// Outcome of a call: DX_OK or an error code and its message (the error is destroyed).
+struct Status {
+  dx_status_t code = DX_OK;
+  std::string message;
+  bool ok() const { return code == DX_OK; }
+};
+// Consumes `error`.
+Status take(const dx_host_t* host, dx_error_t* error);
+
+// A test tensor owning its storage. Its DLTensor may be a strided/offset view into the
+// storage; element (i...) is at data + byte_offset + sum(i_k * strides_k) * itemsize.
+class TestTensor {
+ public:
+  // Compact row-major, zero-filled, strides null in the DLTensor.
+  TestTensor(DType dtype, std::vector<std::int64_t> shape);
+  // A view with explicit strides and an element offset into a storage of `storage_elements`
+  // elements, which is filled with the byte 0xAB so stray writes show.
+  TestTensor(DType dtype, std::vector<std::int64_t> shape, std::vector<std::int64_t> strides,
+             std::int64_t offset_elements, std::int64_t storage_elements);
+  TestTensor(const TestTensor&) = delete;
+  TestTensor& operator=(const TestTensor&) = delete;
+  TestTensor(TestTensor&& other) noexcept;
+
+  // Typed constructors from row-major values (floats are rounded once to the dtype).
+  static TestTensor of(DType dtype, std::vector<std::int64_t> shape, const std::vector<double>& values);
+  static TestTensor ints(DType dtype, std::vector<std::int64_t> shape, const std::vector<std::int64_t>& values);
+
+  const DLTensor* dl() const { return &dl_; }
+  DLTensor* mutable_dl() { return &dl_; }
+  DType dtype() const { return dtype_; }
+  const std::vector<std::int64_t>& shape() const { return shape_; }
+  std::int64_t numel() const;
+
+  // Element access by multi-index or by row-major flat index.
+  std::byte* at(const std::vector<std::int64_t>& index) const;
+  std::byte* flat(std::int64_t i) const;
+  double get(std::int64_t i) const;             // F dtypes
+  std::int64_t get_int(std::int64_t i) const;   // I dtypes and bool
+  std::uint16_t get_bits16(std::int64_t i) const;
+  void set(std::int64_t i, double v);
+  void set_int(std::int64_t i, std::int64_t v);
+  std::vector<double> values() const;
+  std::vector<std::int64_t> int_values() const;
+
+  // Copies the raw storage bytes (for "untouched" checks).
+  std::vector<std::byte> storage_bytes() const { return storage_; }
+
+ private:
+  DType dtype_;
+  std::vector<std::int64_t> shape_;
+  std::vector<std::int64_t> strides_;  // empty when compact (DLTensor strides null)
+  std::vector<std::byte> storage_;
+  DLTensor dl_{};
+  void relink();
+};
+
+// Attribute builders (array attrs borrow `values`: keep it alive for the call).
+dx_attr_t attr_none(const char* name);
+dx_attr_t attr_i64(const char* name, std::int64_t v);
+dx_attr_t attr_bool(const char* name, bool v);
+dx_attr_t attr_f64(const char* name, double v);
+dx_attr_t attr_i64s(const char* name, const std::vector<std::int64_t>& values);
+
+// Host fixture with the reference kernels registered through deepx_reference_register.
+class Reference {
+ public:
+  Reference();
+  FakeHost& fake() { return fake_; }
+  // Finds the kernel for op and the dtypes of the tensors and calls its forward through a
+  // dx_kernel_call_t. DX_NOT_FOUND when no kernel has that signature.
+  Status call(const std::string& op, const std::vector<const TestTensor*>& inputs,
+              const std::vector<const TestTensor*>& outputs, const std::vector<dx_attr_t>& attrs = {});
+  // Same, with raw DLTensors and an explicit kernel key.
+  Status call_raw(const RegisteredKernel& kernel, const std::vector<const DLTensor*>& inputs,
+                  const std::vector<const DLTensor*>& outputs, const std::vector<dx_attr_t>& attrs);
+  const RegisteredKernel* find(const std::string& op, const std::vector<DType>& inputs,
+                               const std::vector<DType>& outputs);
+
+ private:
+  FakeHost fake_;
+};
+
+// All reference-facing dtypes, for loops in tests.
+inline const std::vector<DType> kF = {DType::kF64, DType::kF32, DType::kF16, DType::kBF16};
+inline const std::vector<DType> kI = {DType::kI64, DType::kI32, DType::kI16, DType::kI8, DType::kU8};
+
+}  // namespace deepx::ref::testing
