@@ -139,7 +139,7 @@ dx_status_t CheckShapes(const Op& op, const DLTensor* const* in, int32_t nin,
   if (nin < 1 || in[0] == nullptr || out[0] == nullptr) return DX_OK;
   const DLTensor* x = in[0];
   const DLTensor* y = out[0];
-  std::array<int64_t, 64> shape{};
+  std::array<int64_t, 64> shape;  // not value-initialised: this runs on every call
   int32_t ndim = 0;
   switch (s->rule) {
     case ShapeRule::kUnarySame:
