@@ -145,9 +145,9 @@ std::vector<std::string> DiscoverPlugins(const Core& core) {
 
 dx_error_t* RegisterKernel(dx_host_context_t* context, const dx_kernel_desc_t* desc) {
   try {
-    if (context == nullptr || !context->registering) {
-      return MakeError(DX_FAILED_PRECONDITION,
-                       "register_kernel: called outside dx_plugin_t::init or with a bad context");
+    if (context == nullptr) return MakeError(DX_INVALID_ARGUMENT, "register_kernel: context is null");
+    if (!context->registering) {
+      return MakeError(DX_FAILED_PRECONDITION, "register_kernel: called outside dx_plugin_t::init");
     }
     if (desc == nullptr) return MakeError(DX_INVALID_ARGUMENT, "register_kernel: desc is null");
     const std::string& plugin = context->plugin->name;
@@ -221,7 +221,10 @@ dx_error_t* RegisterKernel(dx_host_context_t* context, const dx_kernel_desc_t* d
 
 dx_error_t* RegisterMemorySpace(dx_host_context_t* context, const dx_memory_space_desc_t* desc) {
   try {
-    if (context == nullptr || !context->registering) {
+    if (context == nullptr) {
+      return MakeError(DX_INVALID_ARGUMENT, "register_memory_space: context is null");
+    }
+    if (!context->registering) {
       return MakeError(DX_FAILED_PRECONDITION,
                        "register_memory_space: called outside dx_plugin_t::init");
     }
@@ -297,7 +300,10 @@ dx_error_t* RegisterMemorySpace(dx_host_context_t* context, const dx_memory_spac
 
 dx_error_t* RegisterTransport(dx_host_context_t* context, const dx_transport_desc_t* desc) {
   try {
-    if (context == nullptr || !context->registering) {
+    if (context == nullptr) {
+      return MakeError(DX_INVALID_ARGUMENT, "register_transport: context is null");
+    }
+    if (!context->registering) {
       return MakeError(DX_FAILED_PRECONDITION,
                        "register_transport: called outside dx_plugin_t::init");
     }

@@ -78,7 +78,8 @@ DX_EXPORT const char* dx_last_error_message(void);
 
 /** @brief Bit set of DX_RUNTIME_FLAG_* values. */
 typedef uint64_t dx_runtime_flags_t;
-/** Do not load plugins from DEEPX_PLUGIN_PATH in dx_runtime_load_search_path(). */
+/** Ignore DEEPX_PLUGIN_PATH: neither dx_runtime_load_plugin() (by name) nor
+    dx_runtime_load_search_path() look there. */
 #define DX_RUNTIME_FLAG_IGNORE_ENV ((dx_runtime_flags_t)1u << 0)
 
 /** @brief Options of dx_runtime_create(). Zero-initialise, then set `struct_size`. */
@@ -109,6 +110,7 @@ DX_EXPORT dx_status_t dx_runtime_destroy(dx_runtime_t* runtime);
 
 /**
  * @brief Loads one plugin.
+ * @param runtime the runtime to load into.
  * @param name_or_path a path containing '/', opened as is; or a plugin name such as "cpu",
  *        looked up as `libdeepx-plugin-<name>.so` in the options' plugin_path, then
  *        DEEPX_PLUGIN_PATH, then the installed plugin directory. Copied.
@@ -125,6 +127,7 @@ DX_EXPORT dx_status_t dx_runtime_load_plugin(dx_runtime_t* runtime, const char* 
  * @brief Loads every `libdeepx-plugin-*.so` found in the options' plugin_path and
  * DEEPX_PLUGIN_PATH (first occurrence of a name wins). Plugins that fail to load are skipped and
  * logged; the last failure's message is kept as the thread's last error message.
+ * @param runtime the runtime to load into.
  * @param out_loaded receives how many plugins loaded; may be null.
  */
 DX_EXPORT dx_status_t dx_runtime_load_search_path(dx_runtime_t* runtime, int32_t* out_loaded);
@@ -151,6 +154,8 @@ typedef struct dx_plugin_info {
 
 /**
  * @brief Describes plugin `index`.
+ * @param runtime the runtime.
+ * @param index 0 .. dx_runtime_plugin_count() - 1.
  * @param out_info caller-owned; set `struct_size` first; filled up to min(known, struct_size).
  */
 DX_EXPORT dx_status_t dx_runtime_plugin_info(const dx_runtime_t* runtime, int32_t index,
@@ -231,6 +236,9 @@ DX_EXPORT dx_status_t dx_runtime_kernel_info(const dx_runtime_t* runtime, dx_op_
 
 /**
  * @brief Allocates a compact row-major tensor in device `device_index`.
+ * @param runtime the runtime whose device (memory space) allocates.
+ * @param device_index 0 .. dx_runtime_device_count() - 1.
+ * @param dtype the element type, e.g. ::DX_DTYPE_F32.
  * @param shape `ndim` non-negative sizes, copied; may be null when ndim is 0 (a scalar).
  * @param ndim 0 to 32.
  * @param out_tensor receives the tensor; destroy with dx_tensor_destroy(). Contents are
@@ -244,7 +252,13 @@ DX_EXPORT dx_status_t dx_tensor_create(dx_runtime_t* runtime, int32_t device_ind
  * @brief Makes a new tensor handle viewing the storage of `base` with another shape, strides
  * (in elements) and element offset; the storage lives until its last view or export is gone.
  * Refuses views that reach outside the storage.
- * @param strides `ndim` entries, may be null for compact row-major.
+ * @param base the tensor whose storage is viewed; borrowed for the call.
+ * @param shape `ndim` sizes, copied.
+ * @param strides `ndim` entries in elements (non-negative), copied; null for compact row-major.
+ * @param ndim 0 to 32.
+ * @param elem_offset offset in elements from `base`'s element 0 (may be negative when `base`
+ *        is itself an offset view).
+ * @param out_tensor receives the view; destroy it with dx_tensor_destroy().
  */
 DX_EXPORT dx_status_t dx_tensor_view(const dx_tensor_t* base, const int64_t* shape,
                                      const int64_t* strides, int32_t ndim, int64_t elem_offset,
@@ -377,8 +391,12 @@ typedef struct dx_invoke_options {
  * dtype signature matches, and whose supports() predicate accepts the call. Output tensors are
  * allocated by the caller with the op's output shapes (OPS.md); they are checked for standard
  * ops before any kernel runs.
+ * @param runtime the runtime.
+ * @param op an id from dx_runtime_op_lookup().
  * @param inputs `num_inputs` borrowed tensors; a null entry passes an absent optional input.
+ * @param num_inputs 0 to 64.
  * @param outputs `num_outputs` borrowed tensors, written by the kernel.
+ * @param num_outputs 0 to 64.
  * @param attrs may be null; borrowed for the call. For standard ops, names not in the op's
  *        schema are refused with ::DX_INVALID_ARGUMENT.
  * @return ::DX_NOT_FOUND for an unknown id, ::DX_UNSUPPORTED when no kernel matches (the message

@@ -50,6 +50,44 @@ typedef enum dx_status_code {
   DX_STATUS_COUNT_
 } dx_status_code_t;
 
+/* Per-code documentation for Doxygen (the enumerators come from the X-macro above). */
+/** @var dx_status_code::DX_OK
+    @brief Success. */
+/** @var dx_status_code::DX_INVALID_ARGUMENT
+    @brief An argument is malformed: null pointer, bad struct_size, bad value. */
+/** @var dx_status_code::DX_OUT_OF_RANGE
+    @brief An index, axis or size lies outside the valid range. */
+/** @var dx_status_code::DX_NOT_FOUND
+    @brief A named thing (plugin file, op, device, tensor) does not exist. */
+/** @var dx_status_code::DX_ALREADY_EXISTS
+    @brief A registration or name collides with an existing one. */
+/** @var dx_status_code::DX_UNSUPPORTED
+    @brief Valid request that this implementation does not support (null slot, dtype). */
+/** @var dx_status_code::DX_OUT_OF_MEMORY
+    @brief An allocation failed. */
+/** @var dx_status_code::DX_VERSION_MISMATCH
+    @brief An ABI or format version cannot be used by this reader. */
+/** @var dx_status_code::DX_FAILED_PRECONDITION
+    @brief The object is in the wrong state for this call (e.g. destroyed). */
+/** @var dx_status_code::DX_SHAPE_MISMATCH
+    @brief Tensor shapes, ranks or dtypes do not fit the op. */
+/** @var dx_status_code::DX_DEVICE_ERROR
+    @brief The device or its driver reported a failure. */
+/** @var dx_status_code::DX_IO_ERROR
+    @brief Reading or writing a file or socket failed. */
+/** @var dx_status_code::DX_TIMEOUT
+    @brief An operation did not complete within its deadline. */
+/** @var dx_status_code::DX_PLUGIN_ERROR
+    @brief A plugin broke the ABI contract (bad descriptor, crash caught). */
+/** @var dx_status_code::DX_INTERNAL
+    @brief A bug in deepx itself; please report it. */
+/** @var dx_status_code::DX_ARITHMETIC_ERROR
+    @brief An arithmetic fault in the data, e.g. integer division by zero. */
+/** @var dx_status_code::DX_PERMISSION_DENIED
+    @brief A policy refused the call, e.g. an uncertified kernel. */
+/** @var dx_status_code::DX_UNKNOWN
+    @brief An error whose code is not known to this reader. */
+
 /** @brief A status code as it crosses the ABI: always a fixed-width integer, never an enum. */
 typedef int32_t dx_status_t;
 
