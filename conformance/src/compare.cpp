@@ -1,0 +1,262 @@
+#include "compare.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+
+#include "report.hpp"
+#include "sha256.hpp"
+
+namespace deepx::conformance {
+
+const char* rule_name(Rule rule) {
+  switch (rule) {
+    case Rule::BitExact: return "bit_exact";
+    case Rule::Ulp: return "ulp";
+    case Rule::ErrorBound: return "error_bound";
+    case Rule::RtolAtol: return "rtol_atol";
+  }
+  return "?";
+}
+
+namespace {
+constexpr double kU32 = 0x1.0p-24, kU64 = 0x1.0p-53;
+constexpr double kMax32 = 3.4028234663852886e38, kMax64 = std::numeric_limits<double>::max();
+}  // namespace
+
+const std::vector<ToleranceRow>& tolerance_table() {
+  static const std::vector<ToleranceRow> rows = {
+      {"*", "int", "*", Rule::BitExact, 0, 0, 0, 0, 0, 0, "integer and bool results are exact (wrapping is defined)"},
+      {"movement", "*", "*", Rule::BitExact, 0, 0, 0, 0, 0, 0, "data movement copies bits"},
+      {"exact_arith", "*", "*", Rule::BitExact, 0, 0, 0, 0, 0, 0, "neg/relu/max return an input or its negation"},
+      {"basic_arith", "*", "exact", Rule::BitExact, 0, 0, 0, 0, 0, 0, "exact tier: every result is representable"},
+      {"accumulating", "*", "exact", Rule::BitExact, 0, 0, 0, 0, 0, 0,
+       "exact tier: every partial sum is an integer below 2^24, exact in f32 and f64"},
+      {"basic_arith", "f64,f32", "*", Rule::BitExact, 0, 0, 0, 0, 0, 0,
+       "IEEE basic operations are correctly rounded"},
+      {"basic_arith", "f16,bf16", "*", Rule::Ulp, 1, 0, 0, 0, 0, 0, "f16/bf16 arithmetic: <= 1 ulp of the output dtype"},
+      {"transcendental", "f64,f32", "*", Rule::Ulp, 4, 0, 0, 0, 0, 0, "f64 reference rounded once: <= 4 ulp"},
+      {"transcendental", "f16,bf16", "*", Rule::Ulp, 1, 0, 0, 0, 0, 0, "f64 reference rounded once: <= 1 ulp"},
+      {"accumulating", "f64", "*", Rule::ErrorBound, 0, 0, 0, 2, kU64, kMax64,
+       "c*K*u*sum|terms| + 1 ulp, c=2, u=2^-53 (f64 accumulation)"},
+      {"accumulating", "f32,f16,bf16", "*", Rule::ErrorBound, 0, 0, 0, 2, kU32, kMax32,
+       "c*K*u*sum|terms| + 1 ulp, c=2, u=2^-24 (f32-or-better accumulation)"},
+      {"normalising", "f64", "*", Rule::RtolAtol, 0, 1e-7, 1e-7, 0, 0, 0, "PyTorch default rtol/atol"},
+      {"normalising", "f32", "*", Rule::RtolAtol, 0, 1.3e-6, 1e-5, 0, 0, 0, "PyTorch default rtol/atol"},
+      {"normalising", "f16", "*", Rule::RtolAtol, 0, 1e-3, 1e-5, 0, 0, 0, "PyTorch default rtol/atol"},
+      {"normalising", "bf16", "*", Rule::RtolAtol, 0, 1.6e-2, 1e-5, 0, 0, 0, "PyTorch default rtol/atol"},
+  };
+  return rows;
+}
+
+std::string tolerance_table_json() {
+  JsonWriter w;
+  w.begin_array();
+  for (const auto& r : tolerance_table()) {
+    w.begin_object();
+    w.key("op_class").value(r.op_class);
+    w.key("dtypes").value(r.dtypes);
+    w.key("tier").value(r.tier);
+    w.key("rule").value(rule_name(r.rule));
+    w.key("ulps").value(r.ulps);
+    w.key("rtol").value(r.rtol);
+    w.key("atol").value(r.atol);
+    w.key("c").value(r.c);
+    w.key("unit_roundoff").value(r.unit_roundoff);
+    w.key("source").value(r.source);
+    w.end_object();
+  }
+  w.end_array();
+  return w.str();
+}
+
+std::string tolerance_table_sha256() { return sha256_hex(tolerance_table_json()); }
+
+std::string Tolerance::describe() const {
+  char buf[160];
+  switch (rule) {
+    case Rule::BitExact: return ignore_zero_sign ? "bit-exact (+0 == -0)" : "bit-exact";
+    case Rule::Ulp: std::snprintf(buf, sizeof buf, "<= %g ulp", ulps); return buf;
+    case Rule::ErrorBound: std::snprintf(buf, sizeof buf, "<= %g*K*%g*sum|terms| + 1 ulp", c, unit_roundoff); return buf;
+    case Rule::RtolAtol: std::snprintf(buf, sizeof buf, "rtol %g atol %g", rtol, atol); return buf;
+  }
+  return "?";
+}
+
+namespace {
+bool dtype_matches(const char* list, DType d) {
+  std::string s = list;
+  if (s == "*") return true;
+  if (s == "int") return !is_float(d);
+  if (s == "float") return is_float(d);
+  std::string n = name(d);
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t comma = s.find(',', start);
+    if (comma == std::string::npos) comma = s.size();
+    if (s.substr(start, comma - start) == n) return true;
+    start = comma + 1;
+  }
+  return false;
+}
+}  // namespace
+
+Tolerance tolerance_for(const std::string& op, DType out_dtype, const std::string& tier) {
+  const OpRule* rule = find_op_rule(op);
+  const std::string cls = rule ? op_class_name(rule->op_class) : "other";
+  Tolerance t;
+  for (const auto& r : tolerance_table()) {
+    if (std::string(r.op_class) != "*" && r.op_class != cls) continue;
+    if (!dtype_matches(r.dtypes, out_dtype)) continue;
+    if (std::string(r.tier) != "*" && r.tier != tier) continue;
+    t.rule = r.rule;
+    t.ulps = r.ulps;
+    t.rtol = r.rtol;
+    t.atol = r.atol;
+    t.c = r.c;
+    t.unit_roundoff = r.unit_roundoff;
+    t.accumulation_max = r.accumulation_max;
+    t.source = std::string("table: ") + r.op_class + "/" + r.dtypes + "/" + r.tier + ": " + r.source;
+    break;
+  }
+  if (t.source.empty()) {  // every op of the suite has a row; unknown ops get PyTorch's floor
+    t.rule = Rule::RtolAtol;
+    t.rtol = 1.3e-6;
+    t.atol = 1e-5;
+    t.source = "fallback: PyTorch defaults";
+  }
+  t.ignore_zero_sign = op == "dx.max" && is_float(out_dtype);
+  return t;
+}
+
+std::string format_value(DType dtype, double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[48];
+  if (!is_float(dtype)) std::snprintf(buf, sizeof buf, "%.0f", v);
+  else std::snprintf(buf, sizeof buf, "%.*g", dtype == DType::F64 ? 17 : 9, v);
+  return buf;
+}
+
+Comparison compare_outputs(const Tolerance& tol, DType dtype, const uint8_t* expected, const uint8_t* actual,
+                           int64_t n, const std::vector<double>* abs_terms, int64_t k) {
+  Comparison c;
+  c.elements = n;
+  const size_t width = static_cast<size_t>(byte_size(dtype));
+  double worst_score = -1;
+  bool worst_ok = true;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* pe = expected + static_cast<size_t>(i) * width;
+    const uint8_t* pa = actual + static_cast<size_t>(i) * width;
+    double e, a, threshold = 0, score = 0;
+    bool ok = false;
+    if (!is_float(dtype)) {
+      const int64_t ie = load_int(dtype, pe), ia = load_int(dtype, pa);
+      e = static_cast<double>(ie);
+      a = static_cast<double>(ia);
+      ok = ie == ia;
+      const double diff = std::fabs(e - a);
+      c.max_abs = std::max(c.max_abs, diff);
+      score = diff;
+    } else {
+      e = load_double(dtype, pe);
+      a = load_double(dtype, pa);
+      if (tol.rule == Rule::ErrorBound && abs_terms && static_cast<size_t>(i) < abs_terms->size()) {
+        const double terms = (*abs_terms)[static_cast<size_t>(i)];
+        if (std::isfinite(terms) && terms >= tol.accumulation_max) {  // the accumulator may overflow
+          ++c.unconstrained;
+          continue;
+        }
+        threshold = tol.c * static_cast<double>(std::max<int64_t>(k, 1)) * tol.unit_roundoff * terms +
+                    ulp_of(dtype, e);
+      }
+      if (std::isnan(e) || std::isnan(a)) {
+        ok = std::isnan(e) && std::isnan(a);
+        score = ok ? 0 : INFINITY;
+      } else if (std::isinf(e) || std::isinf(a)) {
+        ok = e == a;
+        score = ok ? 0 : INFINITY;
+      } else {
+        const double diff = std::fabs(e - a);
+        const uint64_t ulps = ulp_distance(dtype, e, a);
+        c.max_abs = std::max(c.max_abs, diff);
+        if (e != 0) c.max_rel = std::max(c.max_rel, diff / std::fabs(e));
+        c.max_ulp = std::max(c.max_ulp, ulps);
+        switch (tol.rule) {
+          case Rule::BitExact:
+            ok = tol.ignore_zero_sign ? e == a : load_bits(dtype, pe) == load_bits(dtype, pa);
+            score = ok ? 0 : static_cast<double>(std::max<uint64_t>(ulps, 1));
+            break;
+          case Rule::Ulp:
+            threshold = tol.ulps;
+            ok = static_cast<double>(ulps) <= tol.ulps;
+            score = static_cast<double>(ulps) / std::max(tol.ulps, 1.0);
+            break;
+          case Rule::ErrorBound:
+            ok = diff <= threshold;
+            score = threshold > 0 ? diff / threshold : (diff > 0 ? INFINITY : 0);
+            break;
+          case Rule::RtolAtol:
+            threshold = tol.atol + tol.rtol * std::fabs(e);
+            ok = diff <= threshold;
+            score = diff / threshold;
+            break;
+        }
+      }
+    }
+    if (!ok) {
+      ++c.mismatches;
+    }
+    // The worst element: any failing one beats every passing one; then the largest score.
+    if (c.worst_index < 0 || (!ok && worst_ok) || (ok == worst_ok && score > worst_score)) {
+      worst_ok = ok;
+      worst_score = score;
+      c.worst_index = i;
+      c.worst_expected = e;
+      c.worst_actual = a;
+      c.worst_threshold = threshold;
+    }
+  }
+  c.pass = c.mismatches == 0;
+  if (c.worst_index >= 0) {
+    const uint8_t* pe = expected + static_cast<size_t>(c.worst_index) * width;
+    const uint8_t* pa = actual + static_cast<size_t>(c.worst_index) * width;
+    c.worst_expected_text = is_float(dtype) ? format_value(dtype, c.worst_expected) : std::to_string(load_int(dtype, pe));
+    c.worst_actual_text = is_float(dtype) ? format_value(dtype, c.worst_actual) : std::to_string(load_int(dtype, pa));
+  }
+  if (!c.pass) {
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "%lld of %lld elements outside %s; worst at index %lld: expected %s, got %s",
+                  static_cast<long long>(c.mismatches), static_cast<long long>(n), tol.describe().c_str(),
+                  static_cast<long long>(c.worst_index), c.worst_expected_text.c_str(), c.worst_actual_text.c_str());
+    c.reason = buf;
+    if (is_float(dtype) && std::isfinite(c.worst_expected) && std::isfinite(c.worst_actual)) {
+      std::snprintf(buf, sizeof buf, " (%llu ulp, abs %.3g)",
+                    static_cast<unsigned long long>(ulp_distance(dtype, c.worst_expected, c.worst_actual)),
+                    std::fabs(c.worst_expected - c.worst_actual));
+      c.reason += buf;
+    }
+  }
+  return c;
+}
+
+bool mostly_constant(DType dtype, const uint8_t* data, int64_t n) {
+  if (n < 16) return false;
+  const size_t width = static_cast<size_t>(byte_size(dtype));
+  auto bits_at = [&](int64_t i) { return load_bits(dtype, data + static_cast<size_t>(i) * width); };
+  // A value held by >= 90% of the elements is the majority: find the candidate with the
+  // Boyer-Moore vote, then count it.
+  uint64_t candidate = 0;
+  int64_t votes = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t b = bits_at(i);
+    if (votes == 0) candidate = b;
+    votes += b == candidate ? 1 : -1;
+  }
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i) count += bits_at(i) == candidate;
+  return count * 10 >= n * 9;
+}
+
+}  // namespace deepx::conformance

@@ -1,0 +1,118 @@
+#include "data_gen.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace deepx::conformance {
+
+int64_t exact_magnitude(const std::string& op, DType dtype, int64_t k) {
+  int64_t m = 8;
+  k = std::max<int64_t>(k, 1);
+  const double limit = 0x1.0p24;
+  if (op == "dx.sum") {
+    while (m > 1 && static_cast<double>(m) * static_cast<double>(k) >= limit) m /= 2;
+  } else if (op == "dx.matmul") {
+    while (m > 1 && static_cast<double>(m * m) * static_cast<double>(k) >= limit) m /= 2;
+  }
+  (void)dtype;  // every dtype of the suite holds the integers up to 8 exactly
+  return m;
+}
+
+namespace {
+
+std::vector<double> special_values(DType d) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double sub = min_subnormal(d), norm = min_normal(d), big = max_finite(d);
+  return {0.0, -0.0, sub, -sub, norm - sub, norm, -norm, big, -big, inf, -inf,
+          std::numeric_limits<double>::quiet_NaN(), 1.0, -1.0, 0.5, -2.0};
+}
+
+std::vector<double> exp_edges(DType d) {
+  const double top = std::log(max_finite(d));
+  return {top - 0.01, top, top + 0.01, std::log(min_normal(d)), std::log(min_subnormal(d)),
+          std::log(min_subnormal(d)) - 1.0, -top - 10.0, 0.0, -0.0};
+}
+
+}  // namespace
+
+std::vector<uint8_t> generate(const GenRequest& q) {
+  const int width = byte_size(q.dtype);
+  std::vector<uint8_t> bytes(static_cast<size_t>(q.count) * static_cast<size_t>(width));
+  const bool divisor = q.op == "dx.div" && q.input_index == 1;
+  const uint64_t stream = static_cast<uint64_t>(q.input_index);
+  auto at = [&](int64_t i) { return bytes.data() + static_cast<size_t>(i) * static_cast<size_t>(width); };
+
+  if (q.dtype == DType::Bool) {
+    for (int64_t i = 0; i < q.count; ++i) store_int(q.dtype, counter_random(q.key, stream, static_cast<uint64_t>(i)) & 1, at(i));
+    return bytes;
+  }
+
+  if (is_integer(q.dtype)) {
+    const bool is_unsigned = info(q.dtype).is_unsigned_int;
+    const int64_t lo = int_min(q.dtype), hi = int_max(q.dtype);
+    const int64_t specials[] = {lo, hi, -1, 0, 1, lo + 1, hi - 1};
+    for (int64_t i = 0; i < q.count; ++i) {
+      const uint64_t r = counter_random(q.key, stream, static_cast<uint64_t>(i));
+      int64_t v;
+      if (q.tier == "real") {
+        v = static_cast<int64_t>(r);  // wraps to the whole range of the dtype
+      } else if (q.tier == "special") {
+        v = (r & 1) ? specials[(r >> 1) % 7] : static_cast<int64_t>(r >> 8);
+      } else {  // exact, divzero: small values
+        v = is_unsigned ? static_cast<int64_t>(r % 17) : static_cast<int64_t>(r % 17) - 8;
+      }
+      if (divisor) {
+        // Integer division by zero is an error: keep divisors non-zero, except where the
+        // divzero tier plants one on purpose.
+        int64_t wrapped;
+        unsigned char tmp[8];
+        store_int(q.dtype, v, tmp);
+        wrapped = load_int(q.dtype, tmp);
+        if (wrapped == 0) v = 1;
+        if (q.tier == "divzero" && i % 7 == 0) v = 0;
+      }
+      store_int(q.dtype, v, at(i));
+    }
+    return bytes;
+  }
+
+  // Every bit pattern of a 16-bit float, in order (element i holds pattern i mod 65536).
+  if (q.tier == "allbits" && width == 2) {
+    for (int64_t i = 0; i < q.count; ++i) {
+      const auto bits = static_cast<uint16_t>(i);
+      std::memcpy(at(i), &bits, 2);
+    }
+    return bytes;
+  }
+
+  // Floats.
+  const auto specials = special_values(q.dtype);
+  const auto edges = exp_edges(q.dtype);
+  const int64_t m = exact_magnitude(q.op, q.dtype, q.accumulation_length);
+  for (int64_t i = 0; i < q.count; ++i) {
+    const uint64_t r = counter_random(q.key, stream, static_cast<uint64_t>(i));
+    const double u = unit_double(r);
+    double v;
+    if (q.tier == "exact" || q.tier == "divzero") {
+      v = static_cast<double>(static_cast<int64_t>(r % static_cast<uint64_t>(2 * m + 1)) - m);
+      if (divisor && v == 0) v = 1;
+      if (divisor && q.tier == "divzero" && i % 7 == 0) v = (i % 14 == 0) ? 0.0 : -0.0;
+    } else if (q.tier == "special") {
+      v = (r & 1) ? specials[(r >> 1) % specials.size()] : -9.0 + 18.0 * u;
+    } else if (q.tier == "large") {
+      v = 90.0 + 20.0 * u;
+    } else if (q.tier == "negative") {
+      v = -110.0 + 20.0 * u;
+    } else if (q.op == "dx.exp") {  // real tier of exp: [-20, 20] plus overflow/underflow points
+      v = (r & 7) == 0 ? edges[(r >> 3) % edges.size()] : -20.0 + 40.0 * u;
+    } else {
+      v = -9.0 + 18.0 * u;
+    }
+    store_double(q.dtype, v, at(i));
+  }
+  return bytes;
+}
+
+}  // namespace deepx::conformance

@@ -1,0 +1,716 @@
+// deepx-certify: certifies a plugin against the reference plugin. See conformance/README.md.
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "compare.hpp"
+#include "deepx/host.h"
+#include "dtype.hpp"
+#include "manifest.hpp"
+#include "report.hpp"
+#include "runner.hpp"
+#include "sha256.hpp"
+#include "shape_rules.hpp"
+
+namespace fs = std::filesystem;
+using namespace deepx::conformance;
+
+namespace {
+
+constexpr const char* kSuiteVersion = "0.1.0";
+constexpr int kExitCertified = 0, kExitFailures = 1, kExitHarness = 2;
+
+struct Options {
+  std::string plugin;
+  std::string reference = "reference";
+  std::string out_dir = "deepx-certification";
+  std::set<std::string> ops;
+  uint64_t seed = 1;
+  bool seed_given = false;
+  std::vector<std::string> manifests;
+  std::string single_case;
+  bool quiet = false;
+  bool list_only = false;
+};
+
+void usage(FILE* f) {
+  std::fprintf(f,
+               "usage: deepx-certify PLUGIN [--reference NAME_OR_PATH] [--out DIR] [--ops OP,OP...]\n"
+               "                     [--seed N] [--manifest FILE_OR_DIR]... [--case 'LINE'] [--list] [--quiet]\n"
+               "\n"
+               "Certifies PLUGIN (a plugin name such as \"cpu\", or a path to its .so) against the reference\n"
+               "plugin: runs every manifest case for every (op, dtype, device) the plugin claims, compares\n"
+               "with the reference under the published tolerance table, and writes report.json and\n"
+               "junit.xml into --out (default ./deepx-certification).\n"
+               "\n"
+               "  --reference X   the reference plugin (default \"reference\")\n"
+               "  --ops A,B       only these ops\n"
+               "  --seed N        data seed (default 1)\n"
+               "  --manifest F    a manifest file, or a directory of *.txt manifests; repeatable;\n"
+               "                  replaces the bundled manifests\n"
+               "  --case 'LINE'   run exactly one case (a line printed as a reproduction line)\n"
+               "  --list          print the expanded cases and exit\n"
+               "  --quiet         no progress, matrix or worst-error table\n"
+               "Exit status: 0 certified, 1 not certified, 2 usage or harness error.\n");
+}
+
+bool parse_args(int argc, char** argv, Options& o, std::string& error) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto next = [&](std::string& out) {
+      if (i + 1 >= args.size()) {
+        error = a + " needs a value";
+        return false;
+      }
+      out = args[++i];
+      return true;
+    };
+    std::string v;
+    if (a == "--help" || a == "-h") {
+      usage(stdout);
+      std::exit(0);
+    } else if (a == "--reference") {
+      if (!next(o.reference)) return false;
+    } else if (a == "--out") {
+      if (!next(o.out_dir)) return false;
+    } else if (a == "--ops") {
+      if (!next(v)) return false;
+      for (auto& op : split_top_level(v, ',')) o.ops.insert(op);
+    } else if (a == "--seed") {
+      if (!next(v)) return false;
+      char* end = nullptr;
+      o.seed = std::strtoull(v.c_str(), &end, 10);
+      if (v.empty() || *end) {
+        error = "--seed takes a non-negative integer";
+        return false;
+      }
+      o.seed_given = true;
+    } else if (a == "--manifest") {
+      if (!next(v)) return false;
+      o.manifests.push_back(v);
+    } else if (a == "--case") {
+      if (!next(o.single_case)) return false;
+    } else if (a == "--quiet" || a == "-q") {
+      o.quiet = true;
+    } else if (a == "--list") {
+      o.list_only = true;
+    } else if (!a.empty() && a[0] == '-') {
+      error = "unknown option " + a;
+      return false;
+    } else if (o.plugin.empty()) {
+      o.plugin = a;
+    } else {
+      error = "more than one PLUGIN given ('" + o.plugin + "' and '" + a + "')";
+      return false;
+    }
+  }
+  if (o.plugin.empty()) {
+    error = "PLUGIN is required";
+    return false;
+  }
+  return true;
+}
+
+std::string executable_dir() {
+  std::error_code ec;
+  auto p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(".") : p.parent_path().string();
+}
+
+// The bundled manifests: next to an installed executable, else the source tree.
+std::vector<std::string> default_manifest_dirs() {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("DEEPX_CONFORMANCE_CASES")) dirs.push_back(env);
+  dirs.push_back(executable_dir() + "/../" DEEPX_CONFORMANCE_INSTALL_DATADIR "/deepx/conformance");
+  dirs.push_back(DEEPX_CONFORMANCE_SOURCE_CASES_DIR);
+  dirs.push_back(DEEPX_CONFORMANCE_INSTALL_CASES_DIR);
+  return dirs;
+}
+
+std::vector<std::string> manifest_files(const std::string& path) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    for (const auto& e : fs::directory_iterator(path, ec))
+      if (e.path().extension() == ".txt") files.push_back(e.path().string());
+    std::sort(files.begin(), files.end());
+  } else {
+    files.push_back(path);
+  }
+  return files;
+}
+
+bool read_file(const std::string& path, std::string& out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  out = ss.str();
+  return true;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string hex64(uint64_t v) {
+  char buf[20];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+struct Loaded {
+  int32_t index = -1;
+  dx_plugin_info_t info{};
+};
+
+bool plugin_info(dx_runtime_t* rt, int32_t index, dx_plugin_info_t& info) {
+  info = dx_plugin_info_t{};
+  info.struct_size = DX_STRUCT_SIZE(dx_plugin_info_t, num_transports);
+  return dx_runtime_plugin_info(rt, index, &info) == DX_OK;
+}
+
+// Loads a plugin; if one of that name or path is already loaded (the reference certifying
+// itself), returns the loaded one.
+bool load(dx_runtime_t* rt, const std::string& name_or_path, Loaded& out, std::string& error) {
+  int32_t index = -1;
+  dx_status_t s = dx_runtime_load_plugin(rt, name_or_path.c_str(), &index);
+  if (s == DX_OK) {
+    out.index = index;
+    return plugin_info(rt, index, out.info);
+  }
+  const std::string message = dx_last_error_message();
+  if (s == DX_ALREADY_EXISTS) {
+    int32_t count = 0;
+    dx_runtime_plugin_count(rt, &count);
+    std::error_code ec;
+    const auto wanted = fs::weakly_canonical(name_or_path, ec).string();
+    for (int32_t i = 0; i < count; ++i) {
+      dx_plugin_info_t info;
+      if (!plugin_info(rt, i, info)) continue;
+      if (name_or_path == info.name || (info.path && wanted == info.path) ||
+          message.find(std::string("'") + info.name + "'") != std::string::npos) {
+        out.index = i;
+        out.info = info;
+        return true;
+      }
+    }
+    if (count == 1) {  // only one plugin could be the duplicate
+      out.index = 0;
+      return plugin_info(rt, 0, out.info);
+    }
+  }
+  error = "cannot load plugin '" + name_or_path + "': " + dx_status_string(s) + ": " + message;
+  return false;
+}
+
+struct Outcome {
+  Case c;
+  CaseResult r;
+  std::string id;
+  std::string repro;
+};
+
+class Progress {
+ public:
+  Progress(bool quiet, size_t total) : quiet_(quiet), total_(total), tty_(isatty(STDERR_FILENO) != 0) {
+    start_ = last_ = std::chrono::steady_clock::now();
+  }
+  void update(size_t done, const Case& c, size_t failures) {
+    if (quiet_) return;
+    const auto now = std::chrono::steady_clock::now();
+    const bool last = done == total_;
+    if (tty_) {
+      if (!last && now - last_ < std::chrono::milliseconds(100)) return;
+      last_ = now;
+      std::string what = c.op + " " + c.dtype + " " + c.tier;
+      std::fprintf(stderr, "\r\033[K[%zu/%zu] %zu failed  %s", done, total_, failures, what.c_str());
+      if (last) std::fputc('\n', stderr);
+    } else {
+      if (!last && now - last_ < std::chrono::seconds(5) && done % 500 != 0) return;
+      last_ = now;
+      std::fprintf(stderr, "deepx-certify: %zu/%zu cases, %zu failed, %.1f s\n", done, total_, failures,
+                   std::chrono::duration<double>(now - start_).count());
+    }
+    std::fflush(stderr);
+  }
+
+ private:
+  bool quiet_;
+  size_t total_;
+  bool tty_;
+  std::chrono::steady_clock::time_point start_, last_;
+};
+
+void write_case_json(JsonWriter& w, const Outcome& o, int64_t index) {
+  const auto& r = o.r;
+  w.begin_object();
+  w.key("index").value(index);
+  w.key("id").value(o.id);
+  w.key("line").value(o.c.line());
+  w.key("source").value(o.c.source);
+  w.key("parameters").begin_object();
+  w.key("op").value(o.c.op);
+  w.key("dtype").value(o.c.dtype);
+  w.key("device").value(o.c.device);
+  w.key("shapes").begin_array();
+  for (const auto& s : o.c.shapes) w.value(format_shape(s));
+  w.end_array();
+  w.key("layouts").begin_array();
+  for (const auto& l : o.c.layouts) w.value(l);
+  w.end_array();
+  w.key("out_layout").value(o.c.out_layout);
+  w.key("attrs").value(format_attrs(o.c.attrs));
+  w.key("tier").value(o.c.tier);
+  w.key("seed").value(o.c.seed);
+  w.key("output_dtype").value(r.out_dtype);
+  w.key("output_shape").value(format_shape(r.out_shape));
+  w.end_object();
+  w.key("status").value(status_name(r.status));
+  w.key("reason").value(r.reason);
+  w.key("reference_status").value(dx_status_string(r.reference_status));
+  w.key("plugin_status").value(dx_status_string(r.plugin_status));
+  if (r.compared) {
+    const auto& cmp = r.comparison;
+    w.key("errors").begin_object();
+    w.key("elements").value(cmp.elements);
+    w.key("mismatches").value(cmp.mismatches);
+    w.key("unconstrained").value(cmp.unconstrained);
+    w.key("max_abs").value(cmp.max_abs);
+    w.key("max_rel").value(cmp.max_rel);
+    w.key("max_ulp").value(cmp.max_ulp);
+    w.key("worst_index").value(cmp.worst_index);
+    w.key("worst_expected").value(cmp.worst_expected_text);
+    w.key("worst_actual").value(cmp.worst_actual_text);
+    w.key("worst_threshold").value(cmp.worst_threshold);
+    w.end_object();
+    w.key("threshold").value(r.tolerance.describe());
+    w.key("threshold_source").value(r.tolerance.source);
+  }
+  w.key("determinism_checked").value(r.determinism_checked);
+  w.key("in_place_checked").value(r.in_place_checked);
+  w.key("time_s").value(r.seconds);
+  w.key("reference_time_s").value(r.reference_seconds);
+  w.key("plugin_time_s").value(r.plugin_seconds);
+  w.key("repro").value(o.repro);
+  w.end_object();
+}
+
+std::string iso_time() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+std::string host_description() {
+  struct utsname u{};
+  std::string h;
+  if (uname(&u) == 0) h = std::string(u.nodename) + " " + u.sysname + " " + u.release + " " + u.machine;
+  return h;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  std::string error;
+  if (!parse_args(argc, argv, opt, error)) {
+    std::fprintf(stderr, "deepx-certify: %s\n\n", error.c_str());
+    usage(stderr);
+    return kExitHarness;
+  }
+
+  dx_runtime_t* rt = nullptr;
+  if (dx_runtime_create(nullptr, &rt) != DX_OK) {
+    std::fprintf(stderr, "deepx-certify: cannot create a runtime: %s\n", dx_last_error_message());
+    return kExitHarness;
+  }
+  struct RuntimeGuard {
+    dx_runtime_t* rt;
+    ~RuntimeGuard() { dx_runtime_destroy(rt); }
+  } guard{rt};
+
+  Loaded plugin, reference;
+  if (!load(rt, opt.plugin, plugin, error) || !load(rt, opt.reference, reference, error)) {
+    std::fprintf(stderr, "deepx-certify: %s\n", error.c_str());
+    return kExitHarness;
+  }
+  const bool self_check = plugin.index == reference.index;
+  const std::string plugin_name = plugin.info.name ? plugin.info.name : opt.plugin;
+
+  Environment env;
+  env.runtime = rt;
+  env.plugin_index = plugin.index;
+  env.reference_index = reference.index;
+  env.seed = opt.seed;
+  if (!env.discover(error)) {
+    std::fprintf(stderr, "deepx-certify: %s\n", error.c_str());
+    return kExitHarness;
+  }
+
+  // ---- cases ----
+  const ClaimsFn claims = [&](const std::string& op) {
+    std::vector<DtypeDevice> out;
+    std::set<std::string> seen;
+    auto it = env.plugin_claims.find(op);
+    if (it != env.plugin_claims.end())
+      for (const auto& c : it->second)
+        if (seen.insert(c.dtype + "@" + c.device).second) out.push_back({c.dtype, c.device});
+    return out;
+  };
+  const ArityFn arity = [](const std::string& op) {
+    const OpRule* r = find_op_rule(op);
+    return r ? r->inputs : -1;
+  };
+  std::vector<Case> cases;
+  std::vector<std::string> manifest_list;
+  try {
+    if (!opt.single_case.empty()) {
+      Family f = parse_family(opt.single_case, "--case");
+      cases = expand(f, claims, arity);
+      if (cases.size() != 1) {
+        std::fprintf(stderr, "deepx-certify: --case must describe exactly one case; it expands to %zu\n", cases.size());
+        return kExitHarness;
+      }
+    } else {
+      std::vector<std::string> sources = opt.manifests;
+      if (sources.empty()) {
+        for (const auto& dir : default_manifest_dirs()) {
+          std::error_code ec;
+          if (fs::is_directory(dir, ec) && !manifest_files(dir).empty()) {
+            sources.push_back(dir);
+            break;
+          }
+        }
+        if (sources.empty()) {
+          std::fprintf(stderr, "deepx-certify: no bundled manifests found; pass --manifest\n");
+          return kExitHarness;
+        }
+      }
+      std::set<std::string> seen;
+      for (const auto& src : sources)
+        for (const auto& file : manifest_files(src)) {
+          std::string text;
+          if (!read_file(file, text)) {
+            std::fprintf(stderr, "deepx-certify: cannot read manifest %s\n", file.c_str());
+            return kExitHarness;
+          }
+          manifest_list.push_back(file);
+          for (const auto& fam : parse_manifest(text, fs::path(file).filename().string()))
+            for (auto& c : expand(fam, claims, arity))
+              if ((opt.ops.empty() || opt.ops.count(c.op)) && seen.insert(c.line()).second) cases.push_back(std::move(c));
+        }
+    }
+  } catch (const ManifestError& e) {
+    std::fprintf(stderr, "deepx-certify: manifest error: %s\n", e.what());
+    return kExitHarness;
+  }
+
+  if (opt.list_only) {
+    for (const auto& c : cases) std::printf("%s\n", c.line().c_str());
+    return kExitCertified;
+  }
+
+  std::string repro_prefix = "deepx-certify " + shell_quote(opt.plugin);
+  if (opt.reference != "reference") repro_prefix += " --reference " + shell_quote(opt.reference);
+  if (opt.seed_given) repro_prefix += " --seed " + std::to_string(opt.seed);
+
+  if (!opt.quiet) {
+    std::fprintf(stderr, "deepx-certify: plugin %s %s (%s), reference %s, %zu cases, seed %llu\n", plugin_name.c_str(),
+                 plugin.info.version ? plugin.info.version : "", plugin.info.path ? plugin.info.path : "",
+                 reference.info.name ? reference.info.name : opt.reference.c_str(), cases.size(),
+                 static_cast<unsigned long long>(opt.seed));
+    if (self_check)
+      std::fprintf(stderr,
+                   "deepx-certify: note: the plugin under test is the reference itself: this checks that it loads\n"
+                   "               and that every case runs, not that its results are right.\n");
+  }
+
+  // ---- run ----
+  const auto run_start = std::chrono::steady_clock::now();
+  std::vector<Outcome> outcomes;
+  outcomes.reserve(cases.size());
+  Progress progress(opt.quiet, cases.size());
+  size_t failures_so_far = 0;
+  for (const auto& c : cases) {
+    Outcome o;
+    o.c = c;
+    o.r = execute_case(env, c);
+    o.id = hex64(fnv1a64(c.line())).substr(0, 12);
+    o.repro = repro_prefix + " --case " + shell_quote(c.line());
+    if (is_failure(o.r.status)) ++failures_so_far;
+    outcomes.push_back(std::move(o));
+    progress.update(outcomes.size(), c, failures_so_far);
+  }
+  const double total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+
+  // ---- totals ----
+  std::map<Status, size_t> counts;
+  for (const auto& o : outcomes) ++counts[o.r.status];
+  const size_t passed = counts[Status::Pass], failed = counts[Status::Fail] + counts[Status::Unimplemented] +
+                                                        counts[Status::HarnessError];
+  const size_t results = outcomes.size();
+  const bool complete = results == cases.size();
+  const bool certified = failed == 0 && complete && !cases.empty();
+
+  // Claims no case exercised: the profile must not include them silently.
+  std::vector<std::string> claims_without_cases;
+  if (opt.single_case.empty()) {
+    std::set<std::string> exercised;
+    for (const auto& c : cases) exercised.insert(c.op + " " + c.dtype + " " + c.device);
+    for (const auto& [op, list] : env.plugin_claims) {
+      if (!opt.ops.empty() && !opt.ops.count(op)) continue;
+      for (const auto& c : list)
+        if (!exercised.count(op + " " + c.dtype + " " + c.device)) claims_without_cases.push_back(op + " " + c.dtype + " " + c.device);
+    }
+  }
+
+  // The profile: what the plugin claims that the suite covers and the cases exercised.
+  std::set<std::string> profile_ops, profile_dtypes, profile_devices;
+  size_t profile_kernels = 0;
+  for (const auto& [op, list] : env.plugin_claims)
+    for (const auto& c : list) {
+      if (!opt.ops.empty() && !opt.ops.count(op)) continue;
+      if (std::find(claims_without_cases.begin(), claims_without_cases.end(), op + " " + c.dtype + " " + c.device) !=
+          claims_without_cases.end())
+        continue;  // not exercised: not part of what is certified
+      profile_ops.insert(op);
+      profile_dtypes.insert(c.dtype);
+      profile_devices.insert(c.device);
+      ++profile_kernels;
+    }
+  std::string devices;
+  for (const auto& d : profile_devices) devices += (devices.empty() ? "" : ",") + d;
+  char profile[256];
+  std::snprintf(profile, sizeof profile, "%s: %zu ops x %zu dtypes on %s, %zu kernels, suite %s", plugin_name.c_str(),
+                profile_ops.size(), profile_dtypes.size(), devices.empty() ? "-" : devices.c_str(), profile_kernels,
+                kSuiteVersion);
+
+  // ---- terminal summary ----
+  FILE* so = stdout;
+  if (!opt.quiet) {
+    // op x dtype matrix
+    std::vector<std::string> dtype_cols;
+    for (const char* d : {"f64", "f32", "f16", "bf16", "i64", "i32", "i16", "i8", "u8", "bool"}) dtype_cols.push_back(d);
+    struct Cell {
+      size_t total = 0, ok = 0, bad = 0, ns = 0;
+    };
+    std::map<std::string, std::map<std::string, Cell>> matrix;
+    for (const auto& o : outcomes) {
+      Cell& cell = matrix[o.c.op][o.c.dtype];
+      ++cell.total;
+      if (is_failure(o.r.status)) ++cell.bad;
+      else if (o.r.status == Status::NotSupported) ++cell.ns;
+      else ++cell.ok;
+    }
+    std::fprintf(so, "\n%-14s", "op");
+    for (const auto& d : dtype_cols) std::fprintf(so, " %9s", d.c_str());
+    std::fprintf(so, "\n");
+    for (const auto& [op, row] : matrix) {
+      std::fprintf(so, "%-14s", op.c_str());
+      for (const auto& d : dtype_cols) {
+        auto it = row.find(d);
+        std::string cell = ".";
+        if (it != row.end()) {
+          const Cell& c = it->second;
+          if (c.bad) cell = "FAIL " + std::to_string(c.bad);
+          else if (c.ok == 0) cell = "n/s";
+          else cell = "ok " + std::to_string(c.ok);
+        }
+        std::fprintf(so, " %9s", cell.c_str());
+      }
+      std::fprintf(so, "\n");
+    }
+    std::fprintf(so, "(ok N: cases passed or mistrusted; FAIL N: failing cases; n/s: not supported; .: no cases)\n");
+
+    // worst errors: the float cases with the largest ulp error, one per op x dtype
+    std::map<std::string, const Outcome*> worst;
+    for (const auto& o : outcomes) {
+      if (!o.r.compared || !is_float(dtype_from_name(o.r.out_dtype).value_or(DType::I64))) continue;
+      const std::string key = o.c.op + " " + o.r.out_dtype;
+      auto it = worst.find(key);
+      if (it == worst.end() || o.r.comparison.max_ulp > it->second->r.comparison.max_ulp) worst[key] = &o;
+    }
+    if (!worst.empty()) {
+      std::fprintf(so, "\nworst errors (per op and output dtype):\n");
+      std::fprintf(so, "  %-18s %10s %10s %10s  %-12s %s\n", "op dtype", "max ulp", "max abs", "max rel", "case", "worst element");
+      for (const auto& [key, o] : worst) {
+        const auto& cmp = o->r.comparison;
+        std::fprintf(so, "  %-18s %10llu %10.3g %10.3g  %-12s [%lld] expected %s got %s\n", key.c_str(),
+                     static_cast<unsigned long long>(cmp.max_ulp), cmp.max_abs, cmp.max_rel, o->id.c_str(),
+                     static_cast<long long>(cmp.worst_index), cmp.worst_expected_text.c_str(),
+                     cmp.worst_actual_text.c_str());
+      }
+    }
+    if (!env.uncovered_claims.empty()) {
+      std::set<std::string> names;
+      for (const auto& c : env.uncovered_claims) {
+        std::string sig;
+        for (size_t i = 0; i < c.signature.size(); ++i) sig += (i ? "," : "") + packed_name(c.signature[i]);
+        names.insert(c.op + "(" + sig + ")");
+      }
+      std::string list;
+      for (const auto& n : names) list += " " + n;
+      std::fprintf(so, "\nclaimed but not covered by this suite version (not certified):%s\n", list.c_str());
+    }
+  }
+  for (const auto& c : claims_without_cases)
+    std::fprintf(so, "warning: no manifest case exercises the claimed kernel %s\n", c.c_str());
+  // failures: always, with reproduction lines
+  bool any_failure_printed = false;
+  for (const auto& o : outcomes) {
+    if (!is_failure(o.r.status)) continue;
+    if (!any_failure_printed) std::fprintf(so, "\nfailures:\n");
+    any_failure_printed = true;
+    std::fprintf(so, "  %s %s: %s\n    %s\n", status_name(o.r.status), o.id.c_str(), o.r.reason.c_str(), o.repro.c_str());
+  }
+  std::fprintf(so, "\ntests: %zu passed: %zu failed: %zu not_supported: %zu mistrusted: %zu\n", results, passed, failed,
+               counts[Status::NotSupported], counts[Status::Mistrusted]);
+  if (failed)
+    std::fprintf(so, "  (failed = %zu FAIL + %zu UNIMPLEMENTED + %zu HARNESS_ERROR)\n", counts[Status::Fail],
+                 counts[Status::Unimplemented], counts[Status::HarnessError]);
+  std::fprintf(so, "time: %.2f s\n", total_seconds);
+  if (self_check) std::fprintf(so, "note: the reference was compared with itself; this certifies nothing about its results\n");
+  if (certified) std::fprintf(so, "verdict: CERTIFIED (profile: %s)\n", profile);
+  else if (cases.empty()) std::fprintf(so, "verdict: NOT CERTIFIED (0 failures; no cases ran: the plugin claims nothing the suite covers)\n");
+  else std::fprintf(so, "verdict: NOT CERTIFIED (%zu failures)\n", failed);
+
+  // ---- reports ----
+  const std::string so_sha = plugin.info.path ? sha256_file(plugin.info.path).value_or("") : "";
+  std::error_code ec;
+  fs::create_directories(opt.out_dir, ec);
+  {
+    JsonWriter w;
+    w.begin_object();
+    w.key("suite").begin_object();
+    w.key("name").value("deepx-conformance");
+    w.key("version").value(kSuiteVersion);
+    w.key("commit").value(DEEPX_CONFORMANCE_COMMIT);
+    w.key("manifests").begin_array();
+    for (const auto& m : manifest_list) w.value(m);
+    w.end_array();
+    w.end_object();
+    auto plugin_json = [&](const Loaded& l) {
+      w.begin_object();
+      w.key("name").value(l.info.name ? l.info.name : "");
+      w.key("vendor").value(l.info.vendor ? l.info.vendor : "");
+      w.key("version").value(l.info.version ? l.info.version : "");
+      w.key("build_id").value(l.info.build_id ? l.info.build_id : "");
+      w.key("path").value(l.info.path ? l.info.path : "");
+      w.key("abi_version").value(static_cast<int64_t>(l.info.abi_version));
+      w.key("sha256").value(l.info.path ? sha256_file(l.info.path).value_or("") : "");
+      w.end_object();
+    };
+    w.key("plugin");
+    plugin_json(plugin);
+    w.key("reference");
+    plugin_json(reference);
+    w.key("self_check").value(self_check);
+    w.key("devices").begin_array();
+    for (const auto& d : profile_devices) w.value(d);
+    w.end_array();
+    w.key("host").value(host_description());
+    w.key("date").value(iso_time());
+    w.key("seed").value(opt.seed);
+    w.key("tolerance_table_sha256").value(tolerance_table_sha256());
+    w.key("tolerance_table").raw(tolerance_table_json());
+    w.key("profile").begin_array();
+    for (const auto& [op, list] : env.plugin_claims)
+      for (const auto& c : list) {
+        std::string sig;
+        for (size_t i = 0; i < c.signature.size(); ++i) sig += (i ? "," : "") + packed_name(c.signature[i]);
+        w.value(op + " " + c.device + " (" + sig + ")");
+      }
+    w.end_array();
+    w.key("uncovered_claims").begin_array();
+    for (const auto& c : env.uncovered_claims) w.value(c.op + " " + c.device + " " + c.dtype);
+    w.end_array();
+    w.key("claims_without_cases").begin_array();
+    for (const auto& c : claims_without_cases) w.value(c);
+    w.end_array();
+    w.key("totals").begin_object();
+    w.key("cases").value(static_cast<uint64_t>(cases.size()));
+    w.key("results").value(static_cast<uint64_t>(results));
+    for (Status s : {Status::Pass, Status::Fail, Status::NotSupported, Status::Unimplemented, Status::Mistrusted,
+                     Status::HarnessError})
+      w.key(status_name(s)).value(static_cast<uint64_t>(counts[s]));
+    w.key("time_s").value(total_seconds);
+    w.end_object();
+    w.key("verdict").value(certified ? "CERTIFIED" : "NOT CERTIFIED");
+    w.key("profile_summary").value(profile);
+    w.key("certificate").begin_object();
+    w.key("plugin_sha256").value(so_sha);
+    w.key("certified").value(certified);
+    w.key("profile").value(profile);
+    w.end_object();
+    w.key("cases").begin_array();
+    for (size_t i = 0; i < outcomes.size(); ++i) write_case_json(w, outcomes[i], static_cast<int64_t>(i));
+    w.end_array();
+    w.end_object();
+    std::ofstream out(fs::path(opt.out_dir) / "report.json", std::ios::binary);
+    out << w.str() << "\n";
+    if (!out) {
+      std::fprintf(stderr, "deepx-certify: cannot write %s/report.json\n", opt.out_dir.c_str());
+      return kExitHarness;
+    }
+  }
+  {
+    std::map<std::string, std::vector<const Outcome*>> by_op;
+    for (const auto& o : outcomes) by_op[o.c.op].push_back(&o);
+    std::ostringstream x;
+    x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+    x << "<testsuites name=\"deepx-certify " << xml_escape(plugin_name) << "\" tests=\"" << results << "\" failures=\""
+      << failed << "\" time=\"" << total_seconds << "\">\n";
+    for (const auto& [op, list] : by_op) {
+      size_t f = 0, skipped = 0;
+      double t = 0;
+      for (const auto* o : list) {
+        if (is_failure(o->r.status)) ++f;
+        if (o->r.status == Status::NotSupported) ++skipped;
+        t += o->r.seconds;
+      }
+      x << "  <testsuite name=\"" << xml_escape(op) << "\" tests=\"" << list.size() << "\" failures=\"" << f
+        << "\" errors=\"0\" skipped=\"" << skipped << "\" time=\"" << t << "\">\n";
+      for (const auto* o : list) {
+        x << "    <testcase classname=\"" << xml_escape(op + "." + o->c.dtype) << "\" name=\""
+          << xml_escape(o->id + " " + o->c.line()) << "\" time=\"" << o->r.seconds << "\"";
+        if (is_failure(o->r.status)) {
+          x << ">\n      <failure type=\"" << status_name(o->r.status) << "\" message=\"" << xml_escape(o->r.reason)
+            << "\">" << xml_escape(o->repro) << "</failure>\n    </testcase>\n";
+        } else if (o->r.status == Status::NotSupported) {
+          x << ">\n      <skipped message=\"" << xml_escape(o->r.reason) << "\"/>\n    </testcase>\n";
+        } else if (o->r.status == Status::Mistrusted) {
+          x << ">\n      <system-out>MISTRUSTED: " << xml_escape(o->r.reason) << "</system-out>\n    </testcase>\n";
+        } else {
+          x << "/>\n";
+        }
+      }
+      x << "  </testsuite>\n";
+    }
+    x << "</testsuites>\n";
+    std::ofstream out(fs::path(opt.out_dir) / "junit.xml", std::ios::binary);
+    out << x.str();
+  }
+  if (!opt.quiet) std::fprintf(so, "reports: %s/report.json, %s/junit.xml\n", opt.out_dir.c_str(), opt.out_dir.c_str());
+
+  if (counts[Status::HarnessError]) return kExitHarness;
+  return certified ? kExitCertified : kExitFailures;
+}
