@@ -140,6 +140,7 @@
   DX_PIN(dx_kernel_info_t, dtypes, 32) \
   DX_PIN(dx_kernel_info_t, flags, 40) \
   DX_PIN(dx_kernel_info_t, has_backward, 48) \
+  DX_PIN(dx_kernel_info_t, has_supports, 52) \
   DX_PIN(dx_invoke_options_t, struct_size, 0) \
   DX_PIN(dx_invoke_options_t, flags, 8) \
   DX_PIN(dx_invoke_options_t, plugin_index, 16) \

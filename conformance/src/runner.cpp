@@ -59,7 +59,7 @@ bool Environment::discover(std::string& error) {
     }
     for (int32_t k = 0; k < kernels; ++k) {
       dx_kernel_info_t ki{};
-      ki.struct_size = DX_STRUCT_SIZE(dx_kernel_info_t, has_backward);
+      ki.struct_size = DX_STRUCT_SIZE(dx_kernel_info_t, has_supports);
       if (dx_runtime_kernel_info(runtime, static_cast<dx_op_id_t>(id), k, &ki) != DX_OK) {
         error = std::string("dx_runtime_kernel_info: ") + dx_last_error_message();
         return false;
@@ -70,6 +70,7 @@ bool Environment::discover(std::string& error) {
       c.op = name;
       c.device_type = ki.device_type;
       c.flags = ki.flags;
+      c.has_supports = ki.has_supports != 0;
       c.device = device_type_name(ki.device_type);
       c.signature.assign(ki.dtypes, ki.dtypes + ki.num_dtypes);
       c.dtype = c.signature.empty() ? "none" : packed_name(c.signature[0]);
@@ -452,6 +453,12 @@ CaseResult execute_case_unguarded(const Environment& env, const Case& c) {
   }
   if (!c.expect.empty()) {
     r.reason = "the manifest expects " + c.expect + " but the reference succeeded";
+    return r;
+  }
+  if (got.status == DX_UNSUPPORTED && claim->has_supports) {
+    // The kernel's supports() predicate declined this call: not claimed, not a failure.
+    r.status = Status::NotSupported;
+    r.reason = "the kernel's supports() declined: " + status_text(got.status, got.message);
     return r;
   }
   if (got.status == DX_UNSUPPORTED) {

@@ -28,6 +28,7 @@ struct Claim {
   std::string device;  // device type name
   int32_t device_type = 0;
   uint64_t flags = 0;  // DX_KERNEL_FLAG_* bits
+  bool has_supports = false;  // may decline valid calls: DX_UNSUPPORTED is then NOT_SUPPORTED
   std::vector<dx_dtype_t> signature;
 };
 

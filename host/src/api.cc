@@ -255,7 +255,8 @@ DX_EXPORT dx_status_t dx_runtime_kernel_info(const dx_runtime_t* runtime, dx_op_
   full.dtypes = k.dtypes.data();
   full.flags = k.flags;
   full.has_backward = k.backward != nullptr ? 1 : 0;
-  return FillInfo(full, out_info, DX_STRUCT_SIZE(dx_kernel_info_t, has_backward),
+  full.has_supports = k.supports != nullptr ? 1 : 0;
+  return FillInfo(full, out_info, DX_STRUCT_SIZE(dx_kernel_info_t, has_supports),
                   "dx_runtime_kernel_info");
 }
 

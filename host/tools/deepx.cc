@@ -170,7 +170,7 @@ int Ops(const std::vector<std::string>& args) {
     for (int32_t k = 0; k < kernels; ++k) {
       dx_kernel_info_t info;
       std::memset(&info, 0, sizeof info);
-      info.struct_size = DX_STRUCT_SIZE(dx_kernel_info_t, has_backward);
+      info.struct_size = DX_STRUCT_SIZE(dx_kernel_info_t, has_supports);
       if (dx_runtime_kernel_info(r.rt, id, k, &info) != DX_OK) continue;
       std::string sig;
       int32_t nin = (info.flags & DX_KERNEL_FLAG_VARIADIC) ? 1 : info.num_inputs;
@@ -184,7 +184,8 @@ int Ops(const std::vector<std::string>& args) {
       std::string flags;
       if (info.flags & DX_KERNEL_FLAG_DETERMINISTIC) flags += "det ";
       if (info.flags & DX_KERNEL_FLAG_INPLACE) flags += "inplace ";
-      if (info.has_backward) flags += "backward";
+      if (info.has_backward) flags += "backward ";
+      if (info.has_supports) flags += "supports()";
       std::printf("%-34s %-10s %-6s %-44s %s\n", name.c_str(),
                   plugin_names[info.plugin_index].c_str(), DeviceName(info.device_type).c_str(),
                   sig.c_str(), flags.c_str());

@@ -146,7 +146,7 @@ typedef struct dx_plugin_info {
   const char* path;     /**< Absolute path of the library file. */
   uint32_t abi_version; /**< Packed ABI version the plugin was built against. */
   uint32_t reserved;    /**< Zero. */
-  uint64_t capabilities;     /**< DX_PLUGIN_CAP_* bits (deepx/plugin.h). */
+  uint64_t capabilities;     /**< DX_PLUGIN_CAP_* bits (deepx/types.h). */
   int32_t num_kernels;       /**< Kernels it registered. */
   int32_t num_memory_spaces; /**< Memory spaces it registered. */
   int32_t num_transports;    /**< Transports it registered. */
@@ -213,7 +213,7 @@ DX_EXPORT dx_status_t dx_runtime_kernel_count(const dx_runtime_t* runtime, dx_op
 
 /** @brief What a registered kernel declared. Pointers are borrowed for the runtime's life. */
 typedef struct dx_kernel_info {
-  /** DX_STRUCT_SIZE(dx_kernel_info_t, has_backward); written by the caller. */
+  /** DX_STRUCT_SIZE(dx_kernel_info_t, has_supports); written by the caller. */
   size_t struct_size;
   int32_t plugin_index;     /**< Plugin that registered it. */
   int32_t device_type;      /**< DLDeviceType it runs on. */
@@ -222,8 +222,10 @@ typedef struct dx_kernel_info {
   int32_t num_dtypes;       /**< Entries in `dtypes`. */
   int32_t reserved;         /**< Zero. */
   const dx_dtype_t* dtypes; /**< Dtype signature: inputs then outputs. */
-  uint64_t flags;           /**< DX_KERNEL_FLAG_* bits (deepx/plugin.h). */
+  uint64_t flags;           /**< DX_KERNEL_FLAG_* bits (deepx/types.h). */
   int32_t has_backward;     /**< 1 when a backward kernel is registered. */
+  int32_t has_supports;     /**< 1 when the kernel has a supports() predicate, so it may decline
+                                 valid calls with ::DX_UNSUPPORTED. */
 } dx_kernel_info_t;
 
 /** @brief Describes kernel `index` of op `id`; set `out_info->struct_size` first. */

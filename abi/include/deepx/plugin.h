@@ -127,15 +127,7 @@ typedef struct dx_kernel_cost {
  */
 typedef dx_error_t* (*dx_kernel_cost_fn)(const dx_kernel_call_t* call, dx_kernel_cost_t* out_cost);
 
-/** @brief Bit set of DX_KERNEL_FLAG_* values. */
-typedef uint64_t dx_kernel_flags_t;
-/** Same inputs give bit-identical outputs on every run. */
-#define DX_KERNEL_FLAG_DETERMINISTIC ((dx_kernel_flags_t)1u << 0)
-/** An output may alias an input exactly (same data, shape and strides). */
-#define DX_KERNEL_FLAG_INPLACE ((dx_kernel_flags_t)1u << 1)
-/** Variadic inputs: `dtypes` holds one input dtype (shared by any number of inputs) then the
-    outputs' dtypes; `num_inputs` is the minimum number of inputs. */
-#define DX_KERNEL_FLAG_VARIADIC ((dx_kernel_flags_t)1u << 2)
+/* dx_kernel_flags_t and DX_KERNEL_FLAG_* live in deepx/types.h (clients read them too). */
 
 /**
  * @brief Describes one kernel: one op, one device type, one dtype signature.
@@ -381,16 +373,7 @@ typedef struct dx_host {
 /* The plugin itself                                                                           */
 /* ------------------------------------------------------------------------------------------ */
 
-/** @brief Bit set of DX_PLUGIN_CAP_* values. */
-typedef uint64_t dx_plugin_caps_t;
-/** The plugin registers kernels. */
-#define DX_PLUGIN_CAP_KERNELS ((dx_plugin_caps_t)1u << 0)
-/** The plugin registers memory spaces. */
-#define DX_PLUGIN_CAP_MEMORY ((dx_plugin_caps_t)1u << 1)
-/** The plugin registers network transports. */
-#define DX_PLUGIN_CAP_TRANSPORTS ((dx_plugin_caps_t)1u << 2)
-/** Its kernels may run concurrently from several host threads (else the host serialises). */
-#define DX_PLUGIN_CAP_CONCURRENT_KERNELS ((dx_plugin_caps_t)1u << 3)
+/* dx_plugin_caps_t and DX_PLUGIN_CAP_* live in deepx/types.h (clients read them too). */
 
 /**
  * @brief The plugin's descriptor and lifecycle, returned by ::dx_plugin_entry. Static storage

@@ -137,6 +137,29 @@ typedef struct dx_dlpack_versioned {
   DLTensor dl_tensor;
 } dx_dlpack_versioned_t;
 
+/* Flags that plugins declare and clients read back (dx_kernel_info_t, dx_plugin_info_t). */
+
+/** @brief Bit set of DX_KERNEL_FLAG_* values. */
+typedef uint64_t dx_kernel_flags_t;
+/** Same inputs give bit-identical outputs on every run. */
+#define DX_KERNEL_FLAG_DETERMINISTIC ((dx_kernel_flags_t)1u << 0)
+/** An output may alias an input exactly (same data, shape and strides). */
+#define DX_KERNEL_FLAG_INPLACE ((dx_kernel_flags_t)1u << 1)
+/** Variadic inputs: `dtypes` holds one input dtype (shared by any number of inputs) then the
+    outputs' dtypes; `num_inputs` is the minimum number of inputs. */
+#define DX_KERNEL_FLAG_VARIADIC ((dx_kernel_flags_t)1u << 2)
+
+/** @brief Bit set of DX_PLUGIN_CAP_* values. */
+typedef uint64_t dx_plugin_caps_t;
+/** The plugin registers kernels. */
+#define DX_PLUGIN_CAP_KERNELS ((dx_plugin_caps_t)1u << 0)
+/** The plugin registers memory spaces. */
+#define DX_PLUGIN_CAP_MEMORY ((dx_plugin_caps_t)1u << 1)
+/** The plugin registers network transports. */
+#define DX_PLUGIN_CAP_TRANSPORTS ((dx_plugin_caps_t)1u << 2)
+/** Its kernels may run concurrently from several host threads (else the host serialises). */
+#define DX_PLUGIN_CAP_CONCURRENT_KERNELS ((dx_plugin_caps_t)1u << 3)
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
