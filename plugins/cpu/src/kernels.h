@@ -1,0 +1,52 @@
+// Registration of the CPU plugin's kernels and memory space.
+#ifndef DEEPX_PLUGINS_CPU_KERNELS_H_
+#define DEEPX_PLUGINS_CPU_KERNELS_H_
+
+#include <initializer_list>
+
+#include "common.h"
+
+namespace deepx::cpu {
+
+/// Registers kernels with the host during init; remembers the first refusal and skips the rest.
+class Registrar {
+ public:
+  Registrar(const dx_host_t* host, dx_host_context_t* context) : host_(host), context_(context) {}
+
+  /// `dtypes`: the inputs' dtypes then the outputs' dtypes.
+  void add(const char* op, int num_inputs, int num_outputs, std::initializer_list<DLDataType> dtypes,
+           dx_kernel_fn forward, dx_kernel_flags_t flags);
+
+  /// The first error the host returned (ownership to the caller), or null.
+  dx_error_t* take_error() {
+    dx_error_t* e = error_;
+    error_ = nullptr;
+    return e;
+  }
+  int registered() const { return registered_; }
+  const dx_host_t* host() const { return host_; }
+  dx_host_context_t* context() const { return context_; }
+
+ private:
+  const dx_host_t* host_;
+  dx_host_context_t* context_;
+  dx_error_t* error_ = nullptr;
+  int registered_ = 0;
+};
+
+void register_elementwise_kernels(Registrar& r);
+void register_reduction_kernels(Registrar& r);
+void register_matmul_kernels(Registrar& r);
+
+/// Registers the "cpu" host memory space; `space_data` must outlive the plugin state.
+dx_error_t* register_memory_space(const dx_host_t* host, dx_host_context_t* context,
+                                  void* space_data);
+
+/// Per-runtime state handed to the memory space slots.
+struct PluginState {
+  const dx_host_t* host;
+};
+
+}  // namespace deepx::cpu
+
+#endif  // DEEPX_PLUGINS_CPU_KERNELS_H_

@@ -1,0 +1,289 @@
+// dx.matmul: NumPy matmul semantics (batched, broadcast batch dims, rank-1 operands) with
+// transpose_a / transpose_b.
+//
+// f32/f64 call OpenBLAS sgemm/dgemm once per batch matrix, straight on the caller's memory
+// when each operand has a unit stride in one of its last two dims (a transposed view becomes
+// CblasTrans, a column-major output swaps the product to C^T = B^T A^T); otherwise the operand
+// is packed into a compact buffer first. f16/bf16 are widened to f32, multiplied with sgemm and
+// rounded once. i8 x i8 -> i32 uses plain loops with wrapping i32 accumulation.
+//
+// OpenBLAS is always called outside OpenMP regions, so its own threading is used as is.
+#include <cblas.h>
+#include <omp.h>
+
+#include <climits>
+#include <vector>
+
+#include "kernels.h"
+#include "strided.h"
+
+namespace deepx::cpu {
+namespace {
+
+/// A matrix view inside one batch: element (i, j) is at base[i * row_stride + j * col_stride].
+template <class T>
+struct Matrix {
+  T* base;
+  int64_t rows, cols, row_stride, col_stride;
+  Matrix transposed() const { return {base, cols, rows, col_stride, row_stride}; }
+  T& at(int64_t i, int64_t j) const { return base[i * row_stride + j * col_stride]; }
+};
+
+/// How BLAS can read a matrix in place: row-major (NoTrans) or column-major (Trans), with its
+/// leading dimension; `usable` is false when neither fits.
+struct BlasLayout {
+  bool usable = false;
+  bool transposed = false;
+  int64_t ld = 0;
+};
+
+template <class T>
+BlasLayout blas_layout(const Matrix<T>& m) {
+  BlasLayout l;
+  const int64_t rows = m.rows, cols = m.cols;
+  // Row-major: unit column stride (irrelevant with one column), rows at least `cols` apart
+  // (irrelevant with one row).
+  if ((m.col_stride == 1 || cols == 1) && (rows == 1 || m.row_stride >= std::max<int64_t>(1, cols))) {
+    l.usable = true;
+    l.ld = rows == 1 ? std::max<int64_t>(1, cols) : m.row_stride;
+  } else if ((m.row_stride == 1 || rows == 1) &&
+             (cols == 1 || m.col_stride >= std::max<int64_t>(1, rows))) {
+    l.usable = true;
+    l.transposed = true;
+    l.ld = cols == 1 ? std::max<int64_t>(1, rows) : m.col_stride;
+  }
+  if (l.ld > INT_MAX) l.usable = false;
+  return l;
+}
+
+inline void gemm_call(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                      const float* b, int64_t ldb, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
+              static_cast<int>(lda), b, static_cast<int>(ldb), 0.0f, c, static_cast<int>(ldc));
+}
+inline void gemm_call(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a,
+                      int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0, a,
+              static_cast<int>(lda), b, static_cast<int>(ldb), 0.0, c, static_cast<int>(ldc));
+}
+
+/// Copies a matrix view (storage type S) into a compact row-major buffer of compute type F.
+template <class F, class S>
+void pack(const Matrix<S>& m, std::vector<F>& buffer) {
+  using Element = std::remove_const_t<S>;
+  buffer.resize(static_cast<size_t>(m.rows * m.cols));
+  F* dst = buffer.data();
+  for (int64_t i = 0; i < m.rows; ++i) {
+    for (int64_t j = 0; j < m.cols; ++j) dst[i * m.cols + j] = Num<Element>::load(m.at(i, j));
+  }
+}
+
+/// Scratch buffers reused across the batches of one call.
+template <class F>
+struct GemmScratch {
+  std::vector<F> a, b, c;
+};
+
+/// C = A B for one batch with BLAS type F (float or double) and storage type S.
+template <class F, class S>
+void gemm_blas(Matrix<const S> a, Matrix<const S> b, Matrix<S> c, GemmScratch<F>& scratch) {
+  const int64_t m = c.rows, n = c.cols, k = a.cols;
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) c.at(i, j) = Num<S>::store(0);
+    }
+    return;
+  }
+  constexpr bool kDirect = std::is_same_v<F, S>;
+  BlasLayout lc = kDirect ? blas_layout(c) : BlasLayout{};
+  if (kDirect && lc.usable && lc.transposed && !(m == 1 && n == 1)) {
+    // Column-major output: C^T = B^T A^T writes it row-major.
+    gemm_blas<F, S>(b.transposed(), a.transposed(), c.transposed(), scratch);
+    return;
+  }
+  const F* pa;
+  const F* pb;
+  BlasLayout la, lb;
+  if constexpr (kDirect) {
+    la = blas_layout(a);
+    lb = blas_layout(b);
+  }
+  if (la.usable) {
+    pa = reinterpret_cast<const F*>(a.base);
+  } else {
+    pack<F>(a, scratch.a);
+    pa = scratch.a.data();
+    la = {true, false, std::max<int64_t>(1, k)};
+  }
+  if (lb.usable) {
+    pb = reinterpret_cast<const F*>(b.base);
+  } else {
+    pack<F>(b, scratch.b);
+    pb = scratch.b.data();
+    lb = {true, false, std::max<int64_t>(1, n)};
+  }
+  if (lc.usable && !lc.transposed) {
+    gemm_call(la.transposed, lb.transposed, m, n, k, pa, la.ld, pb, lb.ld,
+              reinterpret_cast<F*>(c.base), lc.ld);
+    return;
+  }
+  scratch.c.resize(static_cast<size_t>(m * n));
+  gemm_call(la.transposed, lb.transposed, m, n, k, pa, la.ld, pb, lb.ld, scratch.c.data(), n);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) c.at(i, j) = Num<S>::store(scratch.c[i * n + j]);
+  }
+}
+
+struct IntScratch {
+  std::vector<int32_t> b;    // compact K x N copy of B (i8 widened)
+  std::vector<uint32_t> acc;  // one accumulator row per thread
+};
+
+/// i8 x i8 -> i32 for one batch; i32 accumulation wraps (done in u32).
+void gemm_i8(Matrix<const int8_t> a, Matrix<const int8_t> b, Matrix<int32_t> c, IntScratch& s) {
+  const int64_t m = c.rows, n = c.cols, k = a.cols;
+  if (m == 0 || n == 0) return;
+  pack<int32_t>(b, s.b);
+  const int32_t* pb = s.b.data();
+  const int threads =
+      (m * n * k >= kParallelThreshold * 4 && m > 1) ? available_threads() : 1;
+  s.acc.resize(static_cast<size_t>(threads * n));
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+  for (int64_t i = 0; i < m; ++i) {
+    uint32_t* acc = s.acc.data() + static_cast<int64_t>(omp_get_thread_num()) * n;
+    for (int64_t j = 0; j < n; ++j) acc[j] = 0;
+    for (int64_t p = 0; p < k; ++p) {
+      const int32_t av = a.at(i, p);
+      const int32_t* brow = pb + p * n;
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) acc[j] += static_cast<uint32_t>(av * brow[j]);
+    }
+    for (int64_t j = 0; j < n; ++j) c.at(i, j) = static_cast<int32_t>(acc[j]);
+  }
+}
+
+template <class S, class O>
+dx_error_t* matmul_kernel(const dx_kernel_call_t* call) noexcept {
+  return guard(call->host, [&] {
+    expect_arity(call, 2, 1);
+    View a = make_view(call->inputs[0], "input 0");
+    View b = make_view(call->inputs[1], "input 1");
+    const View out = make_view(call->outputs[0], "output 0");
+    expect_dtype(a, dtype_of<S>(), "input 0");
+    expect_dtype(b, dtype_of<S>(), "input 1");
+    expect_dtype(out, dtype_of<O>(), "output 0");
+    if (a.rank == 0 || b.rank == 0) fail(DX_SHAPE_MISMATCH, "cpu: matmul operands must have rank >= 1");
+    auto swap_last = [](View& v) {
+      std::swap(v.shape[v.rank - 1], v.shape[v.rank - 2]);
+      std::swap(v.strides[v.rank - 1], v.strides[v.rank - 2]);
+    };
+    if (a.rank >= 2 && attr_bool(call, DX_MATMUL_TRANSPOSE_A, "transpose_a", false)) swap_last(a);
+    if (b.rank >= 2 && attr_bool(call, DX_MATMUL_TRANSPOSE_B, "transpose_b", false)) swap_last(b);
+
+    const bool a_vector = a.rank == 1, b_vector = b.rank == 1;
+    const int64_t m = a_vector ? 1 : a.shape[a.rank - 2];
+    const int64_t k = a.shape[a.rank - 1];
+    const int64_t k_b = b_vector ? b.shape[0] : b.shape[b.rank - 2];
+    const int64_t n = b_vector ? 1 : b.shape[b.rank - 1];
+    if (k != k_b) {
+      fail(DX_SHAPE_MISMATCH, "cpu: matmul inner dims differ: " + shape_string(a.shape, a.rank) +
+                                  " x " + shape_string(b.shape, b.rank));
+    }
+    // Batch dims: NumPy broadcast of everything before the last two dims.
+    const int a_batch = a_vector ? 0 : a.rank - 2, b_batch = b_vector ? 0 : b.rank - 2;
+    const int batch_rank = std::max(a_batch, b_batch);
+    int64_t expected[kMaxRank + 2];
+    StridedLoop<3> batches;  // operand 0: out, 1: a, 2: b
+    batches.rank = batch_rank;
+    for (int d = 0; d < batch_rank; ++d) {
+      const int da = d - (batch_rank - a_batch), db = d - (batch_rank - b_batch);
+      const int64_t sa = da >= 0 ? a.shape[da] : 1, sb = db >= 0 ? b.shape[db] : 1;
+      if (sa != sb && sa != 1 && sb != 1) {
+        fail(DX_SHAPE_MISMATCH, "cpu: matmul batch dims do not broadcast: " +
+                                    shape_string(a.shape, a.rank) + " x " +
+                                    shape_string(b.shape, b.rank));
+      }
+      expected[d] = sa == 1 ? sb : sa;
+      batches.shape[d] = expected[d];
+      batches.strides[1][d] = (da >= 0 && a.shape[da] != 1) ? a.strides[da] : 0;
+      batches.strides[2][d] = (db >= 0 && b.shape[db] != 1) ? b.strides[db] : 0;
+    }
+    int expected_rank = batch_rank;
+    if (!a_vector) expected[expected_rank++] = m;
+    if (!b_vector) expected[expected_rank++] = n;
+    bool ok = out.rank == expected_rank;
+    for (int d = 0; ok && d < expected_rank; ++d) ok = out.shape[d] == expected[d];
+    if (!ok) {
+      fail(DX_SHAPE_MISMATCH, "cpu: matmul output shape " + shape_string(out.shape, out.rank) +
+                                  " should be " + shape_string(expected, expected_rank));
+    }
+    for (int d = 0; d < batch_rank; ++d) batches.strides[0][d] = out.strides[d];
+    if (out.count() == 0) return;
+    if (m > INT_MAX || n > INT_MAX || k > INT_MAX) {
+      fail(DX_UNSUPPORTED, "cpu: matmul dims above 2^31 - 1 are not supported");
+    }
+
+    // Per-batch matrix strides.
+    const int64_t a_rs = a_vector ? 0 : a.strides[a.rank - 2], a_cs = a.strides[a.rank - 1];
+    const int64_t b_rs = b_vector ? b.strides[0] : b.strides[b.rank - 2];
+    const int64_t b_cs = b_vector ? 0 : b.strides[b.rank - 1];
+    int64_t c_rs = 0, c_cs = 0;
+    if (!a_vector && !b_vector) {
+      c_rs = out.strides[out.rank - 2];
+      c_cs = out.strides[out.rank - 1];
+    } else if (!a_vector) {
+      c_rs = out.strides[out.rank - 1];
+    } else if (!b_vector) {
+      c_cs = out.strides[out.rank - 1];
+    }
+    const S* const pa = a.data<const S>();
+    const S* const pb = b.data<const S>();
+    O* const pc = out.data<O>();
+
+    if constexpr (std::is_same_v<S, int8_t>) {
+      IntScratch scratch;
+      auto row = [&](int64_t count, const int64_t* off, const int64_t* st) {
+        for (int64_t j = 0; j < count; ++j) {
+          gemm_i8({pa + off[1] + j * st[1], m, k, a_rs, a_cs},
+                  {pb + off[2] + j * st[2], k, n, b_rs, b_cs},
+                  {pc + off[0] + j * st[0], m, n, c_rs, c_cs}, scratch);
+        }
+      };
+      run_range(batches, 0, batches.count(), row);
+    } else {
+      using F = std::conditional_t<std::is_same_v<S, double>, double, float>;
+      GemmScratch<F> scratch;
+      auto row = [&](int64_t count, const int64_t* off, const int64_t* st) {
+        for (int64_t j = 0; j < count; ++j) {
+          gemm_blas<F, S>({pa + off[1] + j * st[1], m, k, a_rs, a_cs},
+                          {pb + off[2] + j * st[2], k, n, b_rs, b_cs},
+                          {pc + off[0] + j * st[0], m, n, c_rs, c_cs}, scratch);
+        }
+      };
+      run_range(batches, 0, batches.count(), row);
+    }
+  });
+}
+
+}  // namespace
+
+void register_matmul_kernels(Registrar& r) {
+  // OpenBLAS results depend on its blocking and thread split, so F kernels do not claim
+  // DETERMINISTIC; the integer kernel is exact.
+  auto add_float = [&r](auto tag) {
+    using T = decltype(tag);
+    constexpr DLDataType t = dtype_of<T>();
+    r.add("dx.matmul", 2, 1, {t, t, t}, &matmul_kernel<T, T>, 0);
+  };
+  add_float(double{});
+  add_float(float{});
+  add_float(Half{});
+  add_float(BFloat16{});
+  r.add("dx.matmul", 2, 1, {dtype_of<int8_t>(), dtype_of<int8_t>(), dtype_of<int32_t>()},
+        &matmul_kernel<int8_t, int32_t>, DX_KERNEL_FLAG_DETERMINISTIC);
+}
+
+}  // namespace deepx::cpu

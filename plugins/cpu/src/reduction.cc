@@ -1,0 +1,447 @@
+// Reductions (dx.sum, dx.max) and dx.softmax.
+//
+// Determinism: every reduction splits its reduced elements into fixed blocks of kBlock elements
+// (in the input's row-major order over the reduced axes), reduces each block in a fixed order,
+// and combines the block results in order. How the blocks are spread over threads never
+// changes the arithmetic, so results are bit-identical for any thread count.
+#include <omp.h>
+
+#include <cmath>
+#include <vector>
+
+#include "fast_math.h"
+#include "kernels.h"
+#include "strided.h"
+
+namespace deepx::cpu {
+namespace {
+
+constexpr int64_t kBlock = int64_t{1} << 14;
+
+// ---- accumulation policies --------------------------------------------------------------------
+
+/// Sum: floats accumulate in f64 (f32 inputs in short f32 chunks first, so the hot loop stays
+/// single precision wide SIMD); integers in u64, i.e. i64 with wrap.
+template <class T>
+struct SumPolicy {
+  using Acc = std::conditional_t<std::is_integral_v<T>, uint64_t, double>;
+  using Out = std::conditional_t<std::is_integral_v<T>, int64_t, T>;
+  static Acc identity() { return Acc(0); }
+  static Acc combine(Acc a, Acc b) { return a + b; }
+
+  static Acc run(const T* x, int64_t n, int64_t stride) {
+    if constexpr (std::is_integral_v<T>) {
+      uint64_t s = 0;
+      if (stride == 1) {
+#pragma omp simd reduction(+ : s)
+        for (int64_t i = 0; i < n; ++i) s += static_cast<uint64_t>(static_cast<int64_t>(x[i]));
+      } else {
+        for (int64_t i = 0; i < n; ++i) {
+          s += static_cast<uint64_t>(static_cast<int64_t>(x[i * stride]));
+        }
+      }
+      return s;
+    } else if constexpr (std::is_same_v<T, double>) {
+      if (stride != 1) {
+        double s = 0;
+        for (int64_t i = 0; i < n; ++i) s += x[i * stride];
+        return s;
+      }
+      // Eight independent partial sums hide the add latency; fixed order, so deterministic.
+      double lanes[8] = {};
+      int64_t i = 0;
+      for (; i + 8 <= n; i += 8) {
+#pragma omp simd
+        for (int l = 0; l < 8; ++l) lanes[l] += x[i + l];
+      }
+      double s = 0;
+      for (int l = 0; l < 8; ++l) s += lanes[l];
+      for (; i < n; ++i) s += x[i];
+      return s;
+    } else {
+      // f32 / f16 / bf16: 16 f32 lanes, each adding at most 16 terms per 256-element chunk before
+      // the chunk is added into 16 f64 lanes. Accurate (f32 error over 16 terms only) and as
+      // wide as the machine's SIMD.
+      if (stride != 1) {
+        double total = 0;
+        int64_t i = 0;
+        for (; i + 64 <= n; i += 64) {
+          float s = 0;
+          for (int64_t j = 0; j < 64; ++j) s += Num<T>::load(x[(i + j) * stride]);
+          total += s;
+        }
+        for (; i < n; ++i) total += Num<T>::load(x[i * stride]);
+        return total;
+      }
+      constexpr int kLanes = 16;
+      constexpr int64_t kChunk = 256;
+      double wide[kLanes] = {};
+      int64_t i = 0;
+      while (i + kLanes <= n) {
+        const int64_t chunk_end = std::min(n - (n - i) % kLanes, i + kChunk);
+        float lanes[kLanes] = {};
+        for (; i < chunk_end; i += kLanes) {
+#pragma omp simd
+          for (int l = 0; l < kLanes; ++l) lanes[l] += Num<T>::load(x[i + l]);
+        }
+#pragma omp simd
+        for (int l = 0; l < kLanes; ++l) wide[l] += lanes[l];
+      }
+      double total = 0;
+      for (int l = 0; l < kLanes; ++l) total += wide[l];
+      for (; i < n; ++i) total += Num<T>::load(x[i]);
+      return total;
+    }
+  }
+
+  static Out finish(Acc a) {
+    if constexpr (std::is_integral_v<T>) return static_cast<int64_t>(a);
+    else if constexpr (std::is_same_v<T, Half>) return Half{double_to_half(a)};
+    else if constexpr (std::is_same_v<T, BFloat16>) return BFloat16{double_to_bfloat16(a)};
+    else return static_cast<T>(a);
+  }
+};
+
+/// Max: compares in the compute type; a NaN anywhere makes the result NaN.
+template <class T>
+struct MaxPolicy {
+  using C = typename Num<T>::C;
+  struct Acc {
+    C value;
+    bool nan;
+  };
+  using Out = T;
+  static Acc identity() {
+    if constexpr (std::is_floating_point_v<C>) return {-std::numeric_limits<C>::infinity(), false};
+    else return {std::numeric_limits<C>::lowest(), false};
+  }
+  static Acc combine(Acc a, Acc b) { return {b.value > a.value ? b.value : a.value, a.nan || b.nan}; }
+  static Acc run(const T* x, int64_t n, int64_t stride) {
+    const C lowest = identity().value;
+    C m = lowest;
+    int nan = 0;
+    int64_t i = 0;
+    if (stride == 1) {
+      // Independent lanes hide the compare latency; max is order-free, so any split is exact.
+      constexpr int kLanes = 16;
+      C lanes[kLanes];
+      int nan_lanes[kLanes] = {};
+      for (int l = 0; l < kLanes; ++l) lanes[l] = lowest;
+      for (; i + kLanes <= n; i += kLanes) {
+#pragma omp simd
+        for (int l = 0; l < kLanes; ++l) {
+          const C v = Num<T>::load(x[i + l]);
+          lanes[l] = v > lanes[l] ? v : lanes[l];
+          nan_lanes[l] |= (v != v);
+        }
+      }
+      for (int l = 0; l < kLanes; ++l) {
+        m = lanes[l] > m ? lanes[l] : m;
+        nan |= nan_lanes[l];
+      }
+    }
+    for (; i < n; ++i) {
+      const C v = Num<T>::load(x[i * stride]);
+      m = v > m ? v : m;
+      nan |= (v != v);
+    }
+    return {m, nan != 0};
+  }
+  static Out finish(Acc a) {
+    if constexpr (std::is_floating_point_v<C>) {
+      if (a.nan) return Num<T>::store(std::numeric_limits<C>::quiet_NaN());
+    }
+    return Num<T>::store(a.value);
+  }
+};
+
+// ---- the plan: kept dims outside, reduced dims inside -----------------------------------------
+
+struct ReducePlan {
+  StridedLoop<2> outer;  // operand 0: output strides, operand 1: input strides (kept dims)
+  StridedLoop<1> inner;  // input strides over the reduced dims
+  int64_t out_count = 0;
+  int64_t inner_count = 0;
+};
+
+ReducePlan plan_reduction(const dx_kernel_call_t* call, const View& in, const View& out) {
+  bool reduced[kMaxRank] = {};
+  const dx_attr_t* axes = attr_at(call, DX_REDUCE_AXES);
+  int64_t num_axes = 0;
+  const int64_t* list = nullptr;
+  if (axes != nullptr) {
+    if (axes->type == DX_ATTR_I64_ARRAY) {
+      num_axes = axes->count;
+      list = axes->value.i64s;
+      if (num_axes > 0 && list == nullptr) fail(DX_INVALID_ARGUMENT, "cpu: axes array is null");
+    } else if (axes->type == DX_ATTR_I64) {
+      num_axes = 1;
+      list = &axes->value.i64;
+    } else {
+      fail(DX_INVALID_ARGUMENT, "cpu: axes must be an i64 array");
+    }
+  }
+  if (num_axes == 0) {
+    for (int d = 0; d < in.rank; ++d) reduced[d] = true;
+  } else {
+    for (int64_t k = 0; k < num_axes; ++k) {
+      int64_t axis = list[k];
+      if (axis < 0) axis += in.rank;
+      if (axis < 0 || axis >= in.rank) {
+        fail(DX_OUT_OF_RANGE, "cpu: axis " + std::to_string(list[k]) + " is out of range for rank " +
+                                  std::to_string(in.rank));
+      }
+      if (reduced[axis]) fail(DX_OUT_OF_RANGE, "cpu: axis " + std::to_string(list[k]) + " repeats");
+      reduced[axis] = true;
+    }
+  }
+  const bool keepdims = attr_bool(call, DX_REDUCE_KEEPDIMS, "keepdims", false);
+
+  int64_t expected[kMaxRank];
+  int expected_rank = 0;
+  for (int d = 0; d < in.rank; ++d) {
+    if (!reduced[d]) expected[expected_rank++] = in.shape[d];
+    else if (keepdims) expected[expected_rank++] = 1;
+  }
+  bool ok = out.rank == expected_rank;
+  for (int d = 0; ok && d < expected_rank; ++d) ok = out.shape[d] == expected[d];
+  if (!ok) {
+    fail(DX_SHAPE_MISMATCH, "cpu: output shape " + shape_string(out.shape, out.rank) +
+                                " does not match the reduction's " +
+                                shape_string(expected, expected_rank));
+  }
+
+  ReducePlan plan;
+  int out_dim = 0;
+  for (int d = 0; d < in.rank; ++d) {
+    if (reduced[d]) {
+      plan.inner.shape[plan.inner.rank] = in.shape[d];
+      plan.inner.strides[0][plan.inner.rank] = in.strides[d];
+      ++plan.inner.rank;
+      if (keepdims) ++out_dim;
+    } else {
+      plan.outer.shape[plan.outer.rank] = in.shape[d];
+      plan.outer.strides[0][plan.outer.rank] = out.strides[out_dim];
+      plan.outer.strides[1][plan.outer.rank] = in.strides[d];
+      ++plan.outer.rank;
+      ++out_dim;
+    }
+  }
+  plan.out_count = plan.outer.count();
+  plan.inner_count = plan.inner.count();
+  plan.outer.simplify();
+  plan.inner.simplify();
+  return plan;
+}
+
+/// Reduces block `block` (kBlock elements of the reduced sub-tensor starting at `x`).
+template <class T, class Policy>
+typename Policy::Acc reduce_block(const ReducePlan& plan, const T* x, int64_t block) {
+  typename Policy::Acc acc = Policy::identity();
+  const int64_t begin = block * kBlock;
+  const int64_t end = std::min(plan.inner_count, begin + kBlock);
+  auto row = [&](int64_t n, const int64_t* off, const int64_t* st) {
+    acc = Policy::combine(acc, Policy::run(x + off[0], n, st[0]));
+  };
+  run_range(plan.inner, begin, end, row);
+  return acc;
+}
+
+template <class T, class Policy>
+typename Policy::Acc reduce_all_blocks(const ReducePlan& plan, const T* x) {
+  const int64_t blocks = (plan.inner_count + kBlock - 1) / kBlock;
+  typename Policy::Acc acc = Policy::identity();
+  for (int64_t b = 0; b < blocks; ++b) acc = Policy::combine(acc, reduce_block<T, Policy>(plan, x, b));
+  return acc;
+}
+
+template <class T, class Policy>
+dx_error_t* reduce_kernel(const dx_kernel_call_t* call) noexcept {
+  using Out = typename Policy::Out;
+  using Acc = typename Policy::Acc;
+  return guard(call->host, [&] {
+    expect_arity(call, 1, 1);
+    const View in = make_view(call->inputs[0], "input 0");
+    const View out = make_view(call->outputs[0], "output 0");
+    expect_dtype(in, dtype_of<T>(), "input 0");
+    expect_dtype(out, dtype_of<Out>(), "output 0");
+    const ReducePlan plan = plan_reduction(call, in, out);
+    if (plan.out_count == 0) return;
+    if constexpr (std::is_same_v<Policy, MaxPolicy<T>>) {
+      if (plan.inner_count == 0) fail(DX_INVALID_ARGUMENT, "cpu: max of an empty set");
+    }
+    const T* const px = in.data<T>();
+    Out* const py = out.data<Out>();
+    const int threads = available_threads();
+    const int64_t blocks = (plan.inner_count + kBlock - 1) / kBlock;
+
+    if (threads > 1 && plan.out_count < 4 * threads && blocks > 1 &&
+        plan.out_count * plan.inner_count >= kParallelThreshold) {
+      // Few outputs, long reductions: spread (output, block) pairs over the threads.
+      std::vector<int64_t> out_offsets, in_offsets;
+      out_offsets.reserve(plan.out_count);
+      in_offsets.reserve(plan.out_count);
+      auto collect = [&](int64_t n, const int64_t* off, const int64_t* st) {
+        for (int64_t j = 0; j < n; ++j) {
+          out_offsets.push_back(off[0] + j * st[0]);
+          in_offsets.push_back(off[1] + j * st[1]);
+        }
+      };
+      run_range(plan.outer, 0, plan.out_count, collect);
+      std::vector<Acc> partial(static_cast<size_t>(plan.out_count * blocks));
+      const int64_t tasks = plan.out_count * blocks;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+      for (int64_t t = 0; t < tasks; ++t) {
+        const int64_t o = t / blocks, b = t % blocks;
+        partial[t] = reduce_block<T, Policy>(plan, px + in_offsets[o], b);
+      }
+      for (int64_t o = 0; o < plan.out_count; ++o) {
+        Acc acc = Policy::identity();
+        for (int64_t b = 0; b < blocks; ++b) acc = Policy::combine(acc, partial[o * blocks + b]);
+        py[out_offsets[o]] = Policy::finish(acc);
+      }
+      return;
+    }
+    auto row = [&plan, px, py](int64_t n, const int64_t* off, const int64_t* st) {
+      for (int64_t j = 0; j < n; ++j) {
+        py[off[0] + j * st[0]] =
+            Policy::finish(reduce_all_blocks<T, Policy>(plan, px + off[1] + j * st[1]));
+      }
+    };
+    for_each_row(plan.outer, row, plan.inner_count > 0 ? plan.inner_count : 1);
+  });
+}
+
+// ---- softmax ------------------------------------------------------------------------------------
+
+template <class T>
+void softmax_row(const T* x, int64_t sx, T* y, int64_t sy, int64_t length) {
+  using C = typename Num<T>::C;
+  C m = -std::numeric_limits<C>::infinity();
+  int nan = 0;
+  for (int64_t i = 0; i < length; ++i) {
+    const C v = Num<T>::load(x[i * sx]);
+    m = v > m ? v : m;
+    nan |= (v != v);
+  }
+  if (nan) m = std::numeric_limits<C>::quiet_NaN();
+  auto exp_of = [](C v) {
+    if constexpr (std::is_same_v<C, double>) return std::exp(v);
+    else return exp_f32(v);
+  };
+  double sum = 0;
+  if constexpr (std::is_same_v<T, C>) {
+    // f32/f64: keep e^(x - max) in the output, then scale it.
+    if (sx == 1 && sy == 1) {
+#pragma omp simd reduction(+ : sum)
+      for (int64_t i = 0; i < length; ++i) {
+        const C e = exp_of(x[i] - m);
+        y[i] = e;
+        sum += e;
+      }
+    } else {
+      for (int64_t i = 0; i < length; ++i) {
+        const C e = exp_of(x[i * sx] - m);
+        y[i * sy] = e;
+        sum += e;
+      }
+    }
+    if constexpr (std::is_same_v<C, double>) {
+      for (int64_t i = 0; i < length; ++i) y[i * sy] = y[i * sy] / sum;
+    } else {
+      const double inverse = 1.0 / sum;
+      if (sy == 1) {
+#pragma omp simd
+        for (int64_t i = 0; i < length; ++i) y[i] = static_cast<float>(y[i] * inverse);
+      } else {
+        for (int64_t i = 0; i < length; ++i) y[i * sy] = static_cast<float>(y[i * sy] * inverse);
+      }
+    }
+  } else {
+    // f16/bf16: the output cannot hold the intermediate exactly; recompute e^(x - max).
+    for (int64_t i = 0; i < length; ++i) sum += exp_of(Num<T>::load(x[i * sx]) - m);
+    const double inverse = 1.0 / sum;
+    for (int64_t i = 0; i < length; ++i) {
+      const double e = exp_of(Num<T>::load(x[i * sx]) - m);
+      y[i * sy] = Num<T>::store(static_cast<float>(e * inverse));
+    }
+  }
+}
+
+template <class T>
+dx_error_t* softmax_kernel(const dx_kernel_call_t* call) noexcept {
+  return guard(call->host, [&] {
+    expect_arity(call, 1, 1);
+    const View in = make_view(call->inputs[0], "input 0");
+    const View out = make_view(call->outputs[0], "output 0");
+    expect_dtype(in, dtype_of<T>(), "input 0");
+    expect_dtype(out, dtype_of<T>(), "output 0");
+    bool same = in.rank == out.rank;
+    for (int d = 0; same && d < in.rank; ++d) same = in.shape[d] == out.shape[d];
+    if (!same) fail(DX_SHAPE_MISMATCH, "cpu: softmax output shape differs from the input's");
+    const int64_t requested = attr_i64(call, DX_SOFTMAX_AXIS, "axis", -1);
+    const int64_t rank_for_axis = in.rank == 0 ? 1 : in.rank;
+    const int64_t axis = requested < 0 ? requested + rank_for_axis : requested;
+    if (axis < 0 || axis >= rank_for_axis) {
+      fail(DX_OUT_OF_RANGE, "cpu: softmax axis " + std::to_string(requested) +
+                                " is out of range for rank " + std::to_string(in.rank));
+    }
+    if (in.count() == 0) return;
+    int64_t length = 1, sx = 0, sy = 0;
+    StridedLoop<2> outer;
+    for (int d = 0; d < in.rank; ++d) {
+      if (d == axis) {
+        length = in.shape[d];
+        sx = in.strides[d];
+        sy = out.strides[d];
+        continue;
+      }
+      outer.shape[outer.rank] = in.shape[d];
+      outer.strides[0][outer.rank] = out.strides[d];
+      outer.strides[1][outer.rank] = in.strides[d];
+      ++outer.rank;
+    }
+    outer.simplify();
+    const T* const px = in.data<T>();
+    T* const py = out.data<T>();
+    auto row = [=](int64_t n, const int64_t* off, const int64_t* st) {
+      for (int64_t j = 0; j < n; ++j) {
+        softmax_row<T>(px + off[1] + j * st[1], sx, py + off[0] + j * st[0], sy, length);
+      }
+    };
+    for_each_row(outer, row, length * 8);
+  });
+}
+
+constexpr dx_kernel_flags_t kDeterministic = DX_KERNEL_FLAG_DETERMINISTIC;
+
+template <class T>
+void add_float(Registrar& r) {
+  constexpr DLDataType t = dtype_of<T>();
+  r.add("dx.sum", 1, 1, {t, t}, &reduce_kernel<T, SumPolicy<T>>, kDeterministic);
+  r.add("dx.max", 1, 1, {t, t}, &reduce_kernel<T, MaxPolicy<T>>, kDeterministic);
+  r.add("dx.softmax", 1, 1, {t, t}, &softmax_kernel<T>, kDeterministic);
+}
+
+template <class T>
+void add_integer(Registrar& r) {
+  constexpr DLDataType t = dtype_of<T>();
+  r.add("dx.sum", 1, 1, {t, dtype_of<int64_t>()}, &reduce_kernel<T, SumPolicy<T>>, kDeterministic);
+  r.add("dx.max", 1, 1, {t, t}, &reduce_kernel<T, MaxPolicy<T>>, kDeterministic);
+}
+
+}  // namespace
+
+void register_reduction_kernels(Registrar& r) {
+  add_float<double>(r);
+  add_float<float>(r);
+  add_float<Half>(r);
+  add_float<BFloat16>(r);
+  add_integer<int64_t>(r);
+  add_integer<int32_t>(r);
+  add_integer<int16_t>(r);
+  add_integer<int8_t>(r);
+  add_integer<uint8_t>(r);
+}
+
+}  // namespace deepx::cpu

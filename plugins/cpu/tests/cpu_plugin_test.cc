@@ -1,0 +1,1331 @@
+// Unit tests of libdeepx-plugin-cpu.so, driven only through the C ABI: the test dlopens the
+// built plugin, plays a minimal host (errors, kernel and memory-space registries) and calls
+// the registered kernels on hand-built DLTensors.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "deepx/ops.h"
+#include "deepx/plugin.h"
+
+namespace {
+
+// ---- the fake host ----------------------------------------------------------------------------
+
+struct FakeError {
+  dx_status_t code;
+  std::string message;
+};
+
+struct RegisteredKernel {
+  std::string op;
+  int32_t device_type;
+  int32_t num_inputs, num_outputs;
+  std::vector<DLDataType> dtypes;
+  dx_kernel_flags_t flags;
+  void* kernel_data;
+  dx_kernel_fn forward;
+};
+
+struct FakeRegistry {
+  std::vector<RegisteredKernel> kernels;
+  std::vector<dx_memory_space_desc_t> spaces;
+  std::vector<std::string> space_names;
+};
+FakeRegistry g_registry;
+
+dx_error_t* fake_error_create(dx_status_t code, const char* message) {
+  return reinterpret_cast<dx_error_t*>(new FakeError{code, message ? message : ""});
+}
+void fake_error_destroy(dx_error_t* e) { delete reinterpret_cast<FakeError*>(e); }
+dx_status_t fake_error_code(const dx_error_t* e) {
+  return e ? reinterpret_cast<const FakeError*>(e)->code : DX_OK;
+}
+const char* fake_error_message(const dx_error_t* e) {
+  return e ? reinterpret_cast<const FakeError*>(e)->message.c_str() : "";
+}
+void fake_log(dx_host_context_t*, int32_t, const char*) {}
+
+bool same(DLDataType a, DLDataType b) { return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes; }
+
+dx_error_t* fake_register_kernel(dx_host_context_t*, const dx_kernel_desc_t* d) {
+  if (d == nullptr || d->op_name == nullptr || d->forward == nullptr || d->dtypes == nullptr ||
+      d->struct_size < DX_STRUCT_SIZE(dx_kernel_desc_t, cost)) {
+    return fake_error_create(DX_INVALID_ARGUMENT, "malformed kernel descriptor");
+  }
+  RegisteredKernel k{d->op_name, d->device_type, d->num_inputs, d->num_outputs,
+                     std::vector<DLDataType>(d->dtypes, d->dtypes + d->num_inputs + d->num_outputs),
+                     d->flags, d->kernel_data, d->forward};
+  for (const auto& other : g_registry.kernels) {
+    if (other.op == k.op && other.device_type == k.device_type &&
+        other.dtypes.size() == k.dtypes.size() &&
+        std::equal(other.dtypes.begin(), other.dtypes.end(), k.dtypes.begin(), same)) {
+      return fake_error_create(DX_ALREADY_EXISTS, ("duplicate kernel " + k.op).c_str());
+    }
+  }
+  g_registry.kernels.push_back(std::move(k));
+  return nullptr;
+}
+
+dx_error_t* fake_register_space(dx_host_context_t*, const dx_memory_space_desc_t* d) {
+  g_registry.spaces.push_back(*d);
+  g_registry.space_names.emplace_back(d->name);
+  return nullptr;
+}
+
+dx_error_t* fake_register_transport(dx_host_context_t*, const dx_transport_desc_t*) {
+  return fake_error_create(DX_UNSUPPORTED, "no transports in this test");
+}
+
+const dx_host_t kHost = {
+    DX_STRUCT_SIZE(dx_host_t, register_transport),
+    DX_ABI_VERSION,
+    0,
+    &fake_error_create,
+    &fake_error_destroy,
+    &fake_error_code,
+    &fake_error_message,
+    &fake_log,
+    nullptr,
+    nullptr,
+    &fake_register_kernel,
+    &fake_register_space,
+    &fake_register_transport,
+};
+
+/// Loads the plugin once per process and initialises it with the fake host.
+struct LoadedPlugin {
+  void* library = nullptr;
+  const dx_plugin_t* plugin = nullptr;
+  void* state = nullptr;
+  std::string init_error;
+
+  static LoadedPlugin& get() {
+    static LoadedPlugin instance;
+    return instance;
+  }
+
+ private:
+  LoadedPlugin() {
+    library = dlopen(DEEPX_CPU_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
+    if (library == nullptr) {
+      init_error = dlerror();
+      return;
+    }
+    auto entry = reinterpret_cast<dx_plugin_entry_fn>(dlsym(library, DX_PLUGIN_ENTRY_SYMBOL));
+    if (entry == nullptr) {
+      init_error = "no entry symbol";
+      return;
+    }
+    plugin = entry(DX_ABI_VERSION, DX_ABI_VERSION);
+    if (plugin == nullptr) {
+      init_error = "entry refused the ABI version";
+      return;
+    }
+    dx_error_t* e = plugin->init(&kHost, reinterpret_cast<dx_host_context_t*>(this), &state);
+    if (e != nullptr) {
+      init_error = fake_error_message(e);
+      fake_error_destroy(e);
+    }
+  }
+};
+
+// ---- dtypes and test tensors --------------------------------------------------------------------
+
+constexpr DLDataType kF64{kDLFloat, 64, 1}, kF32{kDLFloat, 32, 1}, kF16{kDLFloat, 16, 1},
+    kBF16{kDLBfloat, 16, 1}, kI64{kDLInt, 64, 1}, kI32{kDLInt, 32, 1}, kI16{kDLInt, 16, 1},
+    kI8{kDLInt, 8, 1}, kU8{kDLUInt, 8, 1}, kBool{DX_DLPACK_CODE_BOOL, 8, 1};
+
+const std::vector<DLDataType> kFloatTypes = {kF64, kF32, kF16, kBF16};
+const std::vector<DLDataType> kIntTypes = {kI64, kI32, kI16, kI8, kU8};
+
+std::string name_of(DLDataType t) {
+  if (same(t, kBool)) return "bool";
+  const char* prefix = t.code == kDLFloat ? "f" : t.code == kDLBfloat ? "bf" : t.code == kDLInt ? "i" : "u";
+  return prefix + std::to_string(t.bits);
+}
+
+bool is_float(DLDataType t) { return t.code == kDLFloat || t.code == kDLBfloat; }
+
+// Independent reference conversions: GCC's _Float16 for f16, integer rounding for bf16.
+uint16_t ref_bf16_from_float(float f) {
+  uint32_t b = std::bit_cast<uint32_t>(f);
+  if (std::isnan(f)) return static_cast<uint16_t>((b >> 16) | 0x40);
+  const uint32_t lower = b & 0xffff0000u;
+  const uint32_t remainder = b & 0xffffu;
+  uint32_t result = lower;
+  if (remainder > 0x8000u || (remainder == 0x8000u && (lower & 0x10000u))) result += 0x10000u;
+  return static_cast<uint16_t>(result >> 16);
+}
+float ref_bf16_to_float(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+uint16_t ref_f16_from_double(double d) { return std::bit_cast<uint16_t>(static_cast<_Float16>(d)); }
+double ref_f16_to_double(uint16_t h) { return static_cast<double>(std::bit_cast<_Float16>(h)); }
+
+void encode(DLDataType t, double v, void* dst) {
+  auto put = [dst](auto x) { std::memcpy(dst, &x, sizeof x); };
+  if (same(t, kF64)) put(v);
+  else if (same(t, kF32)) put(static_cast<float>(v));
+  else if (same(t, kF16)) put(ref_f16_from_double(v));
+  else if (same(t, kBF16)) put(ref_bf16_from_float(static_cast<float>(v)));
+  else if (same(t, kBool)) put(static_cast<uint8_t>(v != 0));
+  else {
+    const auto i = static_cast<uint64_t>(static_cast<int64_t>(v));
+    if (t.bits == 64) put(i);
+    else if (t.bits == 32) put(static_cast<uint32_t>(i));
+    else if (t.bits == 16) put(static_cast<uint16_t>(i));
+    else put(static_cast<uint8_t>(i));
+  }
+}
+
+double decode(DLDataType t, const void* src) {
+  auto get = [src](auto x) {
+    std::memcpy(&x, src, sizeof x);
+    return x;
+  };
+  if (same(t, kF64)) return get(double{});
+  if (same(t, kF32)) return get(float{});
+  if (same(t, kF16)) return ref_f16_to_double(get(uint16_t{}));
+  if (same(t, kBF16)) return ref_bf16_to_float(get(uint16_t{}));
+  if (same(t, kBool)) return get(uint8_t{});
+  if (t.code == kDLUInt) return get(uint8_t{});
+  if (t.bits == 64) return static_cast<double>(get(int64_t{}));
+  if (t.bits == 32) return get(int32_t{});
+  if (t.bits == 16) return get(int16_t{});
+  return get(int8_t{});
+}
+
+/// A tensor owning its storage; may be a strided, offset view into a larger buffer.
+struct Tensor {
+  DLDataType dtype{};
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;  // empty: compact (DLTensor strides = NULL)
+  int64_t offset = 0;            // in elements
+  std::vector<uint8_t> storage;
+  DLTensor dl{};
+
+  int64_t count() const {
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    return n;
+  }
+  size_t element_size() const { return dtype.bits / 8; }
+  std::vector<int64_t> effective_strides() const {
+    if (!strides.empty()) return strides;
+    std::vector<int64_t> s(shape.size());
+    int64_t acc = 1;
+    for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+      s[d] = acc;
+      acc *= shape[d];
+    }
+    return s;
+  }
+  /// Byte position of the element with row-major index `linear`.
+  size_t position(int64_t linear) const {
+    const auto st = effective_strides();
+    int64_t off = offset;
+    for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+      off += (linear % shape[d]) * st[d];
+      linear /= shape[d];
+    }
+    return static_cast<size_t>(off) * element_size();
+  }
+  double at(int64_t i) const { return decode(dtype, storage.data() + position(i)); }
+  void set(int64_t i, double v) { encode(dtype, v, storage.data() + position(i)); }
+  template <class T>
+  T raw(int64_t i) const {
+    T x;
+    std::memcpy(&x, storage.data() + position(i), sizeof x);
+    return x;
+  }
+  template <class T>
+  void set_raw(int64_t i, T x) {
+    std::memcpy(storage.data() + position(i), &x, sizeof x);
+  }
+  std::vector<double> values() const {
+    std::vector<double> v(static_cast<size_t>(count()));
+    for (int64_t i = 0; i < count(); ++i) v[i] = at(i);
+    return v;
+  }
+  DLTensor* get() {
+    dl.data = storage.data();
+    dl.device = DLDevice{kDLCPU, 0};
+    dl.ndim = static_cast<int32_t>(shape.size());
+    dl.dtype = dtype;
+    dl.shape = shape.data();
+    dl.strides = strides.empty() ? nullptr : strides.data();
+    dl.byte_offset = static_cast<uint64_t>(offset) * element_size();
+    return &dl;
+  }
+};
+
+/// A view with the given strides and element offset into a buffer filled with garbage (0xAB).
+Tensor make_view(DLDataType t, std::vector<int64_t> shape, std::vector<int64_t> strides,
+                 int64_t offset, const std::vector<double>& values = {}) {
+  Tensor x;
+  x.dtype = t;
+  x.shape = std::move(shape);
+  x.strides = std::move(strides);
+  x.offset = offset;
+  int64_t max_off = offset;
+  const auto st = x.effective_strides();
+  bool empty = false;
+  for (size_t d = 0; d < x.shape.size(); ++d) {
+    if (x.shape[d] == 0) empty = true;
+    else max_off += (x.shape[d] - 1) * st[d];
+  }
+  x.storage.assign(static_cast<size_t>((empty ? offset : max_off) + 1) * x.element_size(), 0xAB);
+  for (size_t i = 0; i < values.size(); ++i) x.set(static_cast<int64_t>(i), values[i]);
+  return x;
+}
+
+Tensor make(DLDataType t, std::vector<int64_t> shape, const std::vector<double>& values = {}) {
+  return make_view(t, std::move(shape), {}, 0, values);
+}
+
+std::vector<double> iota(int64_t n, double start = 0, double step = 1) {
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = start + step * static_cast<double>(i);
+  return v;
+}
+
+// ---- calling kernels ----------------------------------------------------------------------------
+
+struct Outcome {
+  dx_status_t code = DX_OK;
+  std::string message;
+  bool ok() const { return code == DX_OK; }
+};
+
+const RegisteredKernel* find_kernel(const std::string& op, const std::vector<DLDataType>& sig) {
+  for (const auto& k : g_registry.kernels) {
+    if (k.op == op && k.dtypes.size() == sig.size() &&
+        std::equal(k.dtypes.begin(), k.dtypes.end(), sig.begin(), same)) {
+      return &k;
+    }
+  }
+  return nullptr;
+}
+
+struct Attr {
+  static dx_attr_t none(const char* name) { return dx_attr_t{name, DX_ATTR_NONE, 0, 0, {}}; }
+  static dx_attr_t i64(const char* name, int64_t v) {
+    dx_attr_t a{name, DX_ATTR_I64, 0, 1, {}};
+    a.value.i64 = v;
+    return a;
+  }
+  static dx_attr_t boolean(const char* name, bool v) {
+    dx_attr_t a{name, DX_ATTR_BOOL, 0, 1, {}};
+    a.value.i64 = v;
+    return a;
+  }
+  static dx_attr_t f64(const char* name, double v) {
+    dx_attr_t a{name, DX_ATTR_F64, 0, 1, {}};
+    a.value.f64 = v;
+    return a;
+  }
+  static dx_attr_t i64s(const char* name, const std::vector<int64_t>& v) {
+    dx_attr_t a{name, DX_ATTR_I64_ARRAY, 0, static_cast<int64_t>(v.size()), {}};
+    a.value.i64s = v.data();
+    return a;
+  }
+};
+
+Outcome invoke(const std::string& op, std::vector<Tensor*> inputs, std::vector<Tensor*> outputs,
+               std::vector<dx_attr_t> attrs = {}) {
+  std::vector<DLDataType> sig;
+  std::vector<const DLTensor*> in, out;
+  for (Tensor* t : inputs) {
+    sig.push_back(t->dtype);
+    in.push_back(t->get());
+  }
+  for (Tensor* t : outputs) {
+    sig.push_back(t->dtype);
+    out.push_back(t->get());
+  }
+  const RegisteredKernel* k = find_kernel(op, sig);
+  if (k == nullptr) {
+    std::string s;
+    for (auto t : sig) s += name_of(t) + " ";
+    ADD_FAILURE() << "no kernel for " << op << " (" << s << ")";
+    return {DX_NOT_FOUND, "no kernel"};
+  }
+  dx_kernel_call_t call{};
+  call.struct_size = DX_STRUCT_SIZE(dx_kernel_call_t, host);
+  call.kernel_data = k->kernel_data;
+  call.inputs = in.data();
+  call.outputs = out.data();
+  call.attrs = attrs.data();
+  call.num_inputs = static_cast<int32_t>(in.size());
+  call.num_outputs = static_cast<int32_t>(out.size());
+  call.num_attrs = static_cast<int32_t>(attrs.size());
+  call.host = &kHost;
+  dx_error_t* e = k->forward(&call);
+  Outcome r;
+  if (e != nullptr) {
+    r.code = fake_error_code(e);
+    r.message = fake_error_message(e);
+    fake_error_destroy(e);
+  }
+  return r;
+}
+
+std::vector<dx_attr_t> reduce_attrs(const std::vector<int64_t>* axes, bool keepdims) {
+  return {axes ? Attr::i64s("axes", *axes) : Attr::none("axes"), Attr::boolean("keepdims", keepdims)};
+}
+
+class CpuPlugin : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto& p = LoadedPlugin::get();
+    ASSERT_NE(p.plugin, nullptr) << p.init_error;
+    ASSERT_TRUE(p.init_error.empty()) << p.init_error;
+  }
+};
+
+// Tolerance in units of the dtype's precision (f16/bf16: one rounding).
+double tolerance(DLDataType t, double magnitude) {
+  double eps = same(t, kF64) ? 0x1p-52 : same(t, kF32) ? 0x1p-23 : same(t, kF16) ? 0x1p-10 : 0x1p-7;
+  if (!is_float(t)) return 0;
+  return 4 * eps * std::max(1.0, std::fabs(magnitude));
+}
+
+// ---- registration ------------------------------------------------------------------------------
+
+TEST_F(CpuPlugin, DescriptorAndRegistrations) {
+  const dx_plugin_t* p = LoadedPlugin::get().plugin;
+  EXPECT_STREQ(p->name, "cpu");
+  EXPECT_STREQ(p->vendor, "deepx");
+  EXPECT_EQ(p->abi_version, DX_ABI_VERSION);
+  EXPECT_EQ(p->capabilities,
+            DX_PLUGIN_CAP_KERNELS | DX_PLUGIN_CAP_MEMORY | DX_PLUGIN_CAP_CONCURRENT_KERNELS);
+  // 5 arithmetic ops x 9 dtypes, exp/relu x 4, copy/transpose/fill x 10, sum/max/softmax x 4 F,
+  // sum/max x 5 I, matmul x 5.
+  EXPECT_EQ(g_registry.kernels.size(), 45u + 8u + 30u + 12u + 10u + 5u);
+  for (const auto& k : g_registry.kernels) EXPECT_EQ(k.device_type, kDLCPU) << k.op;
+
+  for (DLDataType t : kIntTypes) {
+    EXPECT_NE(find_kernel("dx.sum", {t, kI64}), nullptr) << name_of(t);
+    EXPECT_EQ(find_kernel("dx.exp", {t, t}), nullptr) << name_of(t);
+  }
+  for (DLDataType t : kFloatTypes) {
+    EXPECT_NE(find_kernel("dx.softmax", {t, t}), nullptr);
+    EXPECT_NE(find_kernel("dx.matmul", {t, t, t}), nullptr);
+  }
+  EXPECT_NE(find_kernel("dx.matmul", {kI8, kI8, kI32}), nullptr);
+  EXPECT_NE(find_kernel("dx.fill", {kBool}), nullptr);
+  EXPECT_NE(find_kernel("dx.transpose", {kBool, kBool}), nullptr);
+  const auto* add = find_kernel("dx.add", {kF32, kF32, kF32});
+  ASSERT_NE(add, nullptr);
+  EXPECT_TRUE(add->flags & DX_KERNEL_FLAG_INPLACE);
+  EXPECT_TRUE(add->flags & DX_KERNEL_FLAG_DETERMINISTIC);
+  EXPECT_TRUE(find_kernel("dx.sum", {kF32, kF32})->flags & DX_KERNEL_FLAG_DETERMINISTIC);
+
+  ASSERT_EQ(g_registry.spaces.size(), 1u);
+  const auto& s = g_registry.spaces[0];
+  EXPECT_EQ(g_registry.space_names[0], "cpu");
+  EXPECT_EQ(s.device.device_type, kDLCPU);
+  EXPECT_EQ(s.device.device_id, 0);
+  EXPECT_EQ(s.kind, DX_MEMORY_HOST);
+  EXPECT_EQ(s.alignment, 64u);
+  EXPECT_NE(s.alloc, nullptr);
+  EXPECT_NE(s.fill, nullptr);
+  EXPECT_EQ(s.stream_create, nullptr);
+  EXPECT_EQ(s.event_create, nullptr);
+  EXPECT_EQ(s.ipc_export, nullptr);
+}
+
+TEST_F(CpuPlugin, EntryRefusesOtherMajors) {
+  auto entry = reinterpret_cast<dx_plugin_entry_fn>(
+      dlsym(LoadedPlugin::get().library, DX_PLUGIN_ENTRY_SYMBOL));
+  EXPECT_EQ(entry(DX_MAKE_VERSION(2, 0), DX_MAKE_VERSION(3, 0)), nullptr);
+  EXPECT_NE(entry(DX_MAKE_VERSION(0, 1), DX_MAKE_VERSION(1, 7)), nullptr);
+  // Only the entry symbol is exported.
+  EXPECT_EQ(dlsym(LoadedPlugin::get().library, "_ZN5deepx3cpu9make_viewEPK8DLTensorPKc"), nullptr);
+}
+
+// ---- memory space ------------------------------------------------------------------------------
+
+TEST_F(CpuPlugin, MemorySpace) {
+  const auto& s = g_registry.spaces.at(0);
+  void* p = reinterpret_cast<void*>(1);
+  ASSERT_EQ(s.alloc(s.space_data, 0, nullptr, &p), nullptr);
+  EXPECT_EQ(p, nullptr);
+  ASSERT_EQ(s.alloc(s.space_data, 1000, nullptr, &p), nullptr);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+
+  const uint64_t pattern8 = 0x0123456789abcdefull;
+  ASSERT_EQ(s.fill(s.space_data, p, 1000, &pattern8, 8, nullptr), nullptr);
+  for (int i = 0; i < 125; ++i) EXPECT_EQ(static_cast<uint64_t*>(p)[i], pattern8);
+  const uint16_t pattern2 = 0xbeef;
+  ASSERT_EQ(s.fill(s.space_data, p, 998, &pattern2, 2, nullptr), nullptr);
+  EXPECT_EQ(static_cast<uint16_t*>(p)[498], 0xbeef);
+  dx_error_t* e = s.fill(s.space_data, p, 999, &pattern2, 2, nullptr);
+  EXPECT_EQ(fake_error_code(e), DX_INVALID_ARGUMENT);
+  fake_error_destroy(e);
+  e = s.fill(s.space_data, p, 12, &pattern2, 3, nullptr);
+  EXPECT_EQ(fake_error_code(e), DX_INVALID_ARGUMENT);
+  fake_error_destroy(e);
+
+  // Large copy (parallel path) and fill, all directions.
+  const uint64_t big = 24u << 20;
+  void* a = nullptr;
+  void* b = nullptr;
+  ASSERT_EQ(s.alloc(s.space_data, big, nullptr, &a), nullptr);
+  ASSERT_EQ(s.alloc(s.space_data, big, nullptr, &b), nullptr);
+  const uint32_t pattern4 = 0xdeadbeef;
+  ASSERT_EQ(s.fill(s.space_data, a, big, &pattern4, 4, nullptr), nullptr);
+  for (uint64_t i = 0; i < big / 4; i += 4099) ASSERT_EQ(static_cast<uint32_t*>(a)[i], pattern4);
+  static_cast<uint8_t*>(a)[big - 1] = 7;
+  for (int32_t dir = 0; dir < 3; ++dir) {
+    std::memset(b, 0, big);
+    ASSERT_EQ(s.copy(s.space_data, b, a, big, dir, nullptr), nullptr);
+    EXPECT_EQ(std::memcmp(a, b, big), 0);
+  }
+  e = s.copy(s.space_data, b, a, 16, 9, nullptr);
+  EXPECT_EQ(fake_error_code(e), DX_INVALID_ARGUMENT);
+  fake_error_destroy(e);
+  EXPECT_EQ(s.free(s.space_data, a, nullptr), nullptr);
+  EXPECT_EQ(s.free(s.space_data, b, nullptr), nullptr);
+  EXPECT_EQ(s.free(s.space_data, p, nullptr), nullptr);
+  EXPECT_EQ(s.free(s.space_data, nullptr, nullptr), nullptr);
+
+  e = s.alloc(s.space_data, UINT64_MAX - 8, nullptr, &p);
+  EXPECT_EQ(fake_error_code(e), DX_OUT_OF_MEMORY);
+  fake_error_destroy(e);
+}
+
+// ---- elementwise ------------------------------------------------------------------------------
+
+TEST_F(CpuPlugin, BinaryOpsEveryDtype) {
+  std::vector<DLDataType> all = kFloatTypes;
+  all.insert(all.end(), kIntTypes.begin(), kIntTypes.end());
+  const std::vector<double> a = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  const std::vector<double> b = {2, 1, 4, 2, 5, 3, 7, 4, 9, 5, 11, 6};
+  for (DLDataType t : all) {
+    SCOPED_TRACE(name_of(t));
+    Tensor x = make(t, {3, 4}, a), y = make(t, {3, 4}, b);
+    const std::pair<const char*, std::function<double(double, double)>> ops[] = {
+        {"dx.add", [](double p, double q) { return p + q; }},
+        {"dx.sub", [](double p, double q) { return p - q; }},
+        {"dx.mul", [](double p, double q) { return p * q; }},
+        {"dx.div", [](double p, double q) { return p / q; }}};
+    for (const auto& [op, f] : ops) {
+      SCOPED_TRACE(op);
+      Tensor out = make(t, {3, 4});
+      ASSERT_TRUE(invoke(op, {&x, &y}, {&out}).ok());
+      for (int i = 0; i < 12; ++i) {
+        double want = f(a[i], b[i]);
+        if (!is_float(t)) want = std::trunc(want);
+        if (t.code == kDLUInt && want < 0) want += 256;
+        Tensor w = make(t, {1}, {want});  // rounded like the dtype
+        EXPECT_EQ(out.at(i), w.at(0)) << i;
+      }
+    }
+    Tensor neg = make(t, {3, 4});
+    ASSERT_TRUE(invoke("dx.neg", {&x}, {&neg}).ok());
+    if (t.code != kDLUInt) {
+      for (int i = 0; i < 12; ++i) EXPECT_EQ(neg.at(i), -a[i]);
+    } else {
+      for (int i = 0; i < 12; ++i) EXPECT_EQ(neg.at(i), 256 - a[i]);
+    }
+  }
+}
+
+TEST_F(CpuPlugin, IntegerWrapAndDivision) {
+  Tensor a = make(kI8, {4}, {127, -128, -7, 7}), b = make(kI8, {4}, {1, -1, 2, -2});
+  Tensor out = make(kI8, {4});
+  ASSERT_TRUE(invoke("dx.add", {&a, &b}, {&out}).ok());
+  EXPECT_EQ(out.values(), (std::vector<double>{-128, 127, -5, 5}));
+  ASSERT_TRUE(invoke("dx.div", {&a, &b}, {&out}).ok());
+  EXPECT_EQ(out.values(), (std::vector<double>{127, -128, -3, -3}));  // trunc; INT8_MIN/-1 wraps
+  ASSERT_TRUE(invoke("dx.mul", {&a, &a}, {&out}).ok());
+  EXPECT_EQ(out.values(), (std::vector<double>{1, 0, 49, 49}));
+  ASSERT_TRUE(invoke("dx.neg", {&a}, {&out}).ok());
+  EXPECT_EQ(out.values(), (std::vector<double>{-127, -128, 7, -7}));
+
+  Tensor u = make(kU8, {2}, {0, 200}), v = make(kU8, {2}, {1, 100}), uo = make(kU8, {2});
+  ASSERT_TRUE(invoke("dx.sub", {&u, &v}, {&uo}).ok());
+  EXPECT_EQ(uo.values(), (std::vector<double>{255, 100}));
+  ASSERT_TRUE(invoke("dx.add", {&u, &v}, {&uo}).ok());
+  EXPECT_EQ(uo.values(), (std::vector<double>{1, 44}));
+
+  Tensor s = make(kI16, {1}), so = make(kI16, {1});
+  s.set_raw<int16_t>(0, -32768);
+  ASSERT_TRUE(invoke("dx.mul", {&s, &s}, {&so}).ok());  // 2^30 wraps to 0
+  EXPECT_EQ(so.raw<int16_t>(0), 0);
+  Tensor big = make(kI64, {2}), m1 = make(kI64, {2}, {-1, 3}), bo = make(kI64, {2});
+  big.set_raw<int64_t>(0, INT64_MIN);
+  big.set_raw<int64_t>(1, INT64_MAX);
+  ASSERT_TRUE(invoke("dx.div", {&big, &m1}, {&bo}).ok());
+  EXPECT_EQ(bo.raw<int64_t>(0), INT64_MIN);
+  EXPECT_EQ(bo.raw<int64_t>(1), INT64_MAX / 3);
+  ASSERT_TRUE(invoke("dx.add", {&big, &big}, {&bo}).ok());
+  EXPECT_EQ(bo.raw<int64_t>(0), 0);
+  EXPECT_EQ(bo.raw<int64_t>(1), -2);
+  Tensor i32 = make(kI32, {1}), i32o = make(kI32, {1});
+  i32.set_raw<int32_t>(0, INT32_MIN);
+  ASSERT_TRUE(invoke("dx.neg", {&i32}, {&i32o}).ok());
+  EXPECT_EQ(i32o.raw<int32_t>(0), INT32_MIN);
+
+  for (DLDataType t : kIntTypes) {
+    SCOPED_TRACE(name_of(t));
+    Tensor p = make(t, {3}, {1, 2, 3}), q = make(t, {3}, {1, 0, 1}), o = make(t, {3}, {9, 9, 9});
+    const Outcome r = invoke("dx.div", {&p, &q}, {&o});
+    EXPECT_EQ(r.code, DX_ARITHMETIC_ERROR) << r.message;
+    Tensor zero = make(t, {}, {0});  // broadcast scalar zero
+    EXPECT_EQ(invoke("dx.div", {&p, &zero}, {&o}).code, DX_ARITHMETIC_ERROR);
+  }
+  // Float division by zero is IEEE.
+  Tensor f = make(kF32, {3}, {1, -1, 0}), z = make(kF32, {3}, {0, 0, 0}), fo = make(kF32, {3});
+  ASSERT_TRUE(invoke("dx.div", {&f, &z}, {&fo}).ok());
+  EXPECT_EQ(fo.at(0), INFINITY);
+  EXPECT_EQ(fo.at(1), -INFINITY);
+  EXPECT_TRUE(std::isnan(fo.at(2)));
+}
+
+TEST_F(CpuPlugin, Broadcasting) {
+  for (DLDataType t : {kF32, kF16, kI32, kF64}) {
+    SCOPED_TRACE(name_of(t));
+    // [2,3] + [3]
+    Tensor a = make(t, {2, 3}, iota(6)), b = make(t, {3}, {10, 20, 30}), out = make(t, {2, 3});
+    ASSERT_TRUE(invoke("dx.add", {&a, &b}, {&out}).ok());
+    EXPECT_EQ(out.values(), (std::vector<double>{10, 21, 32, 13, 24, 35}));
+    // [2,1] * [1,3]
+    Tensor c = make(t, {2, 1}, {2, 3}), d = make(t, {1, 3}, {1, 2, 4});
+    ASSERT_TRUE(invoke("dx.mul", {&c, &d}, {&out}).ok());
+    EXPECT_EQ(out.values(), (std::vector<double>{2, 4, 8, 3, 6, 12}));
+    // scalar (rank 0) on either side
+    Tensor s = make(t, {}, {100});
+    ASSERT_TRUE(invoke("dx.sub", {&s, &a}, {&out}).ok());
+    EXPECT_EQ(out.values(), (std::vector<double>{100, 99, 98, 97, 96, 95}));
+    ASSERT_TRUE(invoke("dx.sub", {&a, &s}, {&out}).ok());
+    EXPECT_EQ(out.values(), (std::vector<double>{-100, -99, -98, -97, -96, -95}));
+    // stride-0 view of a single element with a full shape
+    Tensor z = make_view(t, {2, 3}, {0, 0}, 2, {});
+    z.storage.assign(z.storage.size(), 0);
+    z.set(0, 5);
+    ASSERT_TRUE(invoke("dx.add", {&a, &z}, {&out}).ok());
+    EXPECT_EQ(out.values(), (std::vector<double>{5, 6, 7, 8, 9, 10}));
+    // rank-0 result
+    Tensor s2 = make(t, {}, {7}), so = make(t, {});
+    ASSERT_TRUE(invoke("dx.add", {&s, &s2}, {&so}).ok());
+    EXPECT_EQ(so.at(0), 107);
+    // shape errors
+    Tensor bad = make(t, {4});
+    EXPECT_EQ(invoke("dx.add", {&a, &bad}, {&out}).code, DX_SHAPE_MISMATCH);
+    Tensor wrong_out = make(t, {3, 2});
+    EXPECT_EQ(invoke("dx.add", {&a, &b}, {&wrong_out}).code, DX_SHAPE_MISMATCH);
+  }
+}
+
+TEST_F(CpuPlugin, EmptyTensors) {
+  Tensor a = make(kF32, {0, 3}), b = make(kF32, {3}), out = make(kF32, {0, 3});
+  EXPECT_TRUE(invoke("dx.add", {&a, &b}, {&out}).ok());
+  EXPECT_TRUE(invoke("dx.exp", {&a}, {&out}).ok());
+  EXPECT_TRUE(invoke("dx.copy", {&a}, {&out}).ok());
+  Tensor ia = make(kI32, {0}), ib = make(kI32, {1}, {0}), io = make(kI32, {0});
+  EXPECT_TRUE(invoke("dx.div", {&ia, &ib}, {&io}).ok());  // no element divides by zero
+  Tensor s = make(kF32, {});
+  const std::vector<int64_t> ax0 = {0};
+  EXPECT_TRUE(invoke("dx.sum", {&a}, {&s}, reduce_attrs(nullptr, false)).ok());
+  EXPECT_EQ(s.at(0), 0);
+  Tensor s3 = make(kF32, {3}, {9, 9, 9});
+  EXPECT_TRUE(invoke("dx.sum", {&a}, {&s3}, reduce_attrs(&ax0, false)).ok());
+  EXPECT_EQ(s3.values(), (std::vector<double>{0, 0, 0}));
+  EXPECT_EQ(invoke("dx.max", {&a}, {&s3}, reduce_attrs(&ax0, false)).code, DX_INVALID_ARGUMENT);
+  const std::vector<int64_t> ax1 = {1};
+  Tensor e0 = make(kF32, {0});
+  EXPECT_TRUE(invoke("dx.max", {&a}, {&e0}, reduce_attrs(&ax1, false)).ok());
+  Tensor is = make(kI64, {}, {5}), i8e = make(kI8, {0});
+  EXPECT_TRUE(invoke("dx.sum", {&i8e}, {&is}, reduce_attrs(nullptr, false)).ok());
+  EXPECT_EQ(is.at(0), 0);
+  Tensor mm_a = make(kF32, {2, 0}), mm_b = make(kF32, {0, 3}), mm_c = make(kF32, {2, 3});
+  ASSERT_TRUE(invoke("dx.matmul", {&mm_a, &mm_b}, {&mm_c}).ok());
+  EXPECT_EQ(mm_c.values(), std::vector<double>(6, 0.0));
+  Tensor fe = make(kF32, {0, 5});
+  EXPECT_TRUE(invoke("dx.fill", {}, {&fe}, {Attr::f64("value", 1)}).ok());
+  EXPECT_TRUE(invoke("dx.softmax", {&fe}, {&fe}, {Attr::none("axis")}).ok());
+}
+
+TEST_F(CpuPlugin, StridedAndOffsetViewsMatchCompact) {
+  for (DLDataType t : {kF32, kF64, kBF16, kI16, kU8}) {
+    SCOPED_TRACE(name_of(t));
+    const std::vector<double> va = iota(24, 1), vb = iota(24, 3, 2);
+    Tensor a = make(t, {2, 3, 4}, va), b = make(t, {2, 3, 4}, vb);
+    // Same values, scattered: strides (1, 2*4+1... ) non-contiguous, with offsets.
+    Tensor sa = make_view(t, {2, 3, 4}, {40, 12, 3}, 5, va);
+    Tensor sb = make_view(t, {2, 3, 4}, {1, 2, 6}, 7, vb);  // column-major-ish
+    for (const char* op : {"dx.add", "dx.sub", "dx.mul"}) {
+      SCOPED_TRACE(op);
+      Tensor want = make(t, {2, 3, 4}), got = make_view(t, {2, 3, 4}, {1, 50, 12}, 3);
+      ASSERT_TRUE(invoke(op, {&a, &b}, {&want}).ok());
+      ASSERT_TRUE(invoke(op, {&sa, &sb}, {&got}).ok());
+      EXPECT_EQ(got.values(), want.values());
+    }
+    Tensor want = make(t, {2, 3, 4}), got = make_view(t, {2, 3, 4}, {13, 4, 1}, 1);
+    ASSERT_TRUE(invoke("dx.neg", {&a}, {&want}).ok());
+    ASSERT_TRUE(invoke("dx.neg", {&sa}, {&got}).ok());
+    EXPECT_EQ(got.values(), want.values());
+    Tensor copied = make(t, {2, 3, 4});
+    ASSERT_TRUE(invoke("dx.copy", {&sb}, {&copied}).ok());
+    EXPECT_EQ(copied.values(), vb);
+    // In place: out aliases input 0 exactly.
+    Tensor inplace = make_view(t, {2, 3, 4}, {40, 12, 3}, 5, va);
+    ASSERT_TRUE(invoke("dx.add", {&inplace, &b}, {&inplace}).ok());
+    Tensor sum = make(t, {2, 3, 4});
+    ASSERT_TRUE(invoke("dx.add", {&a, &b}, {&sum}).ok());
+    EXPECT_EQ(inplace.values(), sum.values());
+  }
+}
+
+TEST_F(CpuPlugin, LargeSizesMatchScalarLoop) {
+  const int64_t n = (1 << 20) + 37;  // parallel path, ragged tail
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> dist(-10.0f, 10.0f);
+  Tensor a = make(kF32, {n}), b = make(kF32, {n}), out = make(kF32, {n});
+  for (int64_t i = 0; i < n; ++i) {
+    a.set_raw<float>(i, dist(rng));
+    b.set_raw<float>(i, dist(rng));
+  }
+  ASSERT_TRUE(invoke("dx.add", {&a, &b}, {&out}).ok());
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out.raw<float>(i), a.raw<float>(i) + b.raw<float>(i));
+  ASSERT_TRUE(invoke("dx.div", {&a, &b}, {&out}).ok());
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out.raw<float>(i), a.raw<float>(i) / b.raw<float>(i));
+  ASSERT_TRUE(invoke("dx.relu", {&a}, {&out}).ok());
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out.raw<float>(i), std::max(a.raw<float>(i), 0.0f));
+  // Broadcast row over a large matrix, and a transposed (strided) input.
+  Tensor m = make(kF32, {1024, 1024}), row = make(kF32, {1024}), mo = make(kF32, {1024, 1024});
+  for (int64_t i = 0; i < 1024 * 1024; ++i) m.set_raw<float>(i, static_cast<float>(i % 977));
+  for (int64_t i = 0; i < 1024; ++i) row.set_raw<float>(i, static_cast<float>(i));
+  ASSERT_TRUE(invoke("dx.mul", {&m, &row}, {&mo}).ok());
+  for (int64_t i = 0; i < 1024 * 1024; i += 7) {
+    ASSERT_EQ(mo.raw<float>(i), static_cast<float>(i % 977) * static_cast<float>(i % 1024));
+  }
+  Tensor mt = m;
+  mt.strides = {1, 1024};
+  ASSERT_TRUE(invoke("dx.sub", {&mt, &m}, {&mo}).ok());
+  for (int64_t i = 0; i < 1024; i += 13) {
+    for (int64_t j = 0; j < 1024; j += 11) {
+      ASSERT_EQ(mo.raw<float>(i * 1024 + j),
+                m.raw<float>(j * 1024 + i) - m.raw<float>(i * 1024 + j));
+    }
+  }
+  Tensor ia = make(kI32, {n}), ib = make(kI32, {n}), io = make(kI32, {n});
+  for (int64_t i = 0; i < n; ++i) {
+    ia.set_raw<int32_t>(i, static_cast<int32_t>(rng()));
+    ib.set_raw<int32_t>(i, static_cast<int32_t>(rng() | 1));
+  }
+  ASSERT_TRUE(invoke("dx.mul", {&ia, &ib}, {&io}).ok());
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(io.raw<int32_t>(i), static_cast<int32_t>(static_cast<uint32_t>(ia.raw<int32_t>(i)) *
+                                                       static_cast<uint32_t>(ib.raw<int32_t>(i))));
+  }
+}
+
+TEST_F(CpuPlugin, ReluAndSpecialValues) {
+  for (DLDataType t : kFloatTypes) {
+    SCOPED_TRACE(name_of(t));
+    Tensor x = make(t, {5}, {-1.5, -0.0, 2.5, NAN, -INFINITY}), y = make(t, {5});
+    ASSERT_TRUE(invoke("dx.relu", {&x}, {&y}).ok());
+    EXPECT_EQ(y.at(0), 0);
+    EXPECT_FALSE(std::signbit(y.at(1)));
+    EXPECT_EQ(y.at(2), 2.5);
+    EXPECT_TRUE(std::isnan(y.at(3)));
+    EXPECT_EQ(y.at(4), 0);
+    Tensor e = make(t, {6}, {0, 1, -INFINITY, INFINITY, NAN, 1000}), eo = make(t, {6});
+    ASSERT_TRUE(invoke("dx.exp", {&e}, {&eo}).ok());
+    EXPECT_EQ(eo.at(0), 1);
+    EXPECT_NEAR(eo.at(1), std::exp(1.0), tolerance(t, std::exp(1.0)));
+    EXPECT_EQ(eo.at(2), 0);
+    EXPECT_EQ(eo.at(3), INFINITY);
+    EXPECT_TRUE(std::isnan(eo.at(4)));
+    EXPECT_EQ(eo.at(5), INFINITY);
+  }
+}
+
+double ulp_distance_f32(float got, double exact) {
+  const float want = static_cast<float>(exact);
+  if (std::isnan(want)) return std::isnan(got) ? 0 : 1e9;
+  if (std::isinf(want) || std::isinf(got)) return got == want ? 0 : 1e9;
+  auto ordered = [](float f) {
+    const int32_t i = std::bit_cast<int32_t>(f);
+    return i < 0 ? static_cast<int64_t>(INT32_MIN) - i : static_cast<int64_t>(i);
+  };
+  return static_cast<double>(std::llabs(ordered(got) - ordered(want)));
+}
+
+TEST_F(CpuPlugin, ExpUlpSweepF32) {
+  // Every 211th float bit pattern with |x| <= 110 (beyond it the result is 0 or Inf), NaNs,
+  // and the edges of overflow and underflow.
+  std::vector<float> xs;
+  for (uint64_t bits = 0; bits < 0x100000000ull; bits += 211) {
+    const float f = std::bit_cast<float>(static_cast<uint32_t>(bits));
+    if (std::isnan(f) || std::fabs(f) <= 110.0f) xs.push_back(f);
+  }
+  for (float f : {INFINITY, -INFINITY, 88.72283f, 88.72284f, -87.33654f, -103.27893f, -103.97208f, -104.0f, 89.0f}) {
+    xs.push_back(f);
+    xs.push_back(std::nextafter(f, 0.0f));
+  }
+  const int64_t n = static_cast<int64_t>(xs.size());
+  Tensor x = make(kF32, {n}), y = make(kF32, {n});
+  std::memcpy(x.storage.data(), xs.data(), xs.size() * sizeof(float));
+  ASSERT_TRUE(invoke("dx.exp", {&x}, {&y}).ok());
+  double worst = 0;
+  float worst_x = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double d = ulp_distance_f32(y.raw<float>(i), std::exp(static_cast<double>(xs[i])));
+    if (d > worst) {
+      worst = d;
+      worst_x = xs[i];
+    }
+  }
+  EXPECT_LE(worst, 4.0) << "at x = " << worst_x;
+  RecordProperty("exp_f32_max_ulp", std::to_string(worst));
+
+  // f16 / bf16: within 1 ulp over every finite input pattern.
+  for (DLDataType t : {kF16, kBF16}) {
+    SCOPED_TRACE(name_of(t));
+    Tensor h = make(t, {65536}), ho = make(t, {65536});
+    for (int i = 0; i < 65536; ++i) h.set_raw<uint16_t>(i, static_cast<uint16_t>(i));
+    ASSERT_TRUE(invoke("dx.exp", {&h}, {&ho}).ok());
+    for (int i = 0; i < 65536; ++i) {
+      const double xi = h.at(i);
+      const double exact = std::exp(xi);
+      const double got = ho.at(i);
+      if (std::isnan(xi)) {
+        ASSERT_TRUE(std::isnan(got));
+        continue;
+      }
+      // One ulp of the narrow type around the exact result.
+      Tensor r = make(t, {1}, {exact});
+      const uint16_t rb = r.raw<uint16_t>(0);
+      const uint16_t gb = ho.raw<uint16_t>(i);
+      ASSERT_LE(std::abs(static_cast<int>(rb) - static_cast<int>(gb)), 1)
+          << "x=" << xi << " got " << got << " want " << exact;
+    }
+  }
+}
+
+TEST_F(CpuPlugin, HalfConversionsRoundToNearestEven) {
+  // x + 0 round-trips every pattern (except -0 -> +0 and NaN payloads).
+  for (DLDataType t : {kF16, kBF16}) {
+    SCOPED_TRACE(name_of(t));
+    Tensor h = make(t, {65536}), z = make(t, {}, {0}), ho = make(t, {65536});
+    for (int i = 0; i < 65536; ++i) h.set_raw<uint16_t>(i, static_cast<uint16_t>(i));
+    ASSERT_TRUE(invoke("dx.add", {&h, &z}, {&ho}).ok());
+    for (int i = 0; i < 65536; ++i) {
+      const double v = h.at(i);
+      if (std::isnan(v)) {
+        ASSERT_TRUE(std::isnan(ho.at(i)));
+      } else if (v == 0) {
+        ASSERT_EQ(ho.at(i), 0);
+      } else {
+        ASSERT_EQ(ho.raw<uint16_t>(i), static_cast<uint16_t>(i)) << i;
+      }
+    }
+  }
+  // Random pairs: a*b and a+b computed once in f32 then rounded must match the independent
+  // reference (GCC _Float16 conversions, integer bf16 rounding), including subnormals/overflow.
+  std::mt19937 rng(7);
+  const int64_t n = 200000;
+  for (DLDataType t : {kF16, kBF16}) {
+    SCOPED_TRACE(name_of(t));
+    Tensor a = make(t, {n}), b = make(t, {n}), o = make(t, {n});
+    for (int64_t i = 0; i < n; ++i) {
+      a.set_raw<uint16_t>(i, static_cast<uint16_t>(rng()));
+      b.set_raw<uint16_t>(i, static_cast<uint16_t>(rng()));
+    }
+    for (const char* op : {"dx.mul", "dx.add", "dx.div"}) {
+      SCOPED_TRACE(op);
+      ASSERT_TRUE(invoke(op, {&a, &b}, {&o}).ok());
+      for (int64_t i = 0; i < n; ++i) {
+        const float x = static_cast<float>(a.at(i)), y = static_cast<float>(b.at(i));
+        const float r = op[3] == 'm' ? x * y : op[3] == 'a' ? x + y : x / y;
+        if (std::isnan(r)) {
+          ASSERT_TRUE(std::isnan(o.at(i)));
+          continue;
+        }
+        const uint16_t want = same(t, kF16) ? ref_f16_from_double(r) : ref_bf16_from_float(r);
+        ASSERT_EQ(o.raw<uint16_t>(i), want) << x << " " << y;
+      }
+    }
+  }
+}
+
+// ---- reductions ---------------------------------------------------------------------------------
+
+TEST_F(CpuPlugin, SumAndMaxAxes) {
+  for (DLDataType t : {kF32, kF64, kF16, kBF16, kI32, kI8, kU8, kI64, kI16}) {
+    SCOPED_TRACE(name_of(t));
+    const DLDataType sum_t = is_float(t) ? t : kI64;
+    Tensor x = make(t, {2, 3, 4}, iota(24));
+    const std::vector<int64_t> a1 = {1}, a02 = {0, -1}, none;
+    Tensor s1 = make(sum_t, {2, 4});
+    ASSERT_TRUE(invoke("dx.sum", {&x}, {&s1}, reduce_attrs(&a1, false)).ok());
+    EXPECT_EQ(s1.values(), (std::vector<double>{12, 15, 18, 21, 48, 51, 54, 57}));
+    Tensor s1k = make(sum_t, {2, 1, 4});
+    ASSERT_TRUE(invoke("dx.sum", {&x}, {&s1k}, reduce_attrs(&a1, true)).ok());
+    EXPECT_EQ(s1k.values(), s1.values());
+    Tensor s02 = make(sum_t, {3});
+    ASSERT_TRUE(invoke("dx.sum", {&x}, {&s02}, reduce_attrs(&a02, false)).ok());
+    EXPECT_EQ(s02.values(), (std::vector<double>{60, 92, 124}));
+    Tensor all = make(sum_t, {});
+    ASSERT_TRUE(invoke("dx.sum", {&x}, {&all}, reduce_attrs(&none, false)).ok());
+    EXPECT_EQ(all.at(0), 276);
+    Tensor allk = make(sum_t, {1, 1, 1});
+    ASSERT_TRUE(invoke("dx.sum", {&x}, {&allk}, reduce_attrs(nullptr, true)).ok());
+    EXPECT_EQ(allk.at(0), 276);
+    Tensor m1 = make(t, {2, 4});
+    ASSERT_TRUE(invoke("dx.max", {&x}, {&m1}, reduce_attrs(&a1, false)).ok());
+    EXPECT_EQ(m1.values(), (std::vector<double>{8, 9, 10, 11, 20, 21, 22, 23}));
+    // Strided input (transposed view) gives the same sums.
+    Tensor xt = make_view(t, {4, 3, 2}, {1, 4, 12}, 0, {});
+    xt.storage = x.storage;
+    Tensor st = make(sum_t, {4, 2});
+    ASSERT_TRUE(invoke("dx.sum", {&xt}, {&st}, reduce_attrs(&a1, false)).ok());
+    EXPECT_EQ(st.values(), (std::vector<double>{12, 48, 15, 51, 18, 54, 21, 57}));
+    // Errors.
+    const std::vector<int64_t> dup = {1, -2}, out_of_range = {3};
+    EXPECT_EQ(invoke("dx.sum", {&x}, {&s1}, reduce_attrs(&dup, false)).code, DX_OUT_OF_RANGE);
+    EXPECT_EQ(invoke("dx.max", {&x}, {&m1}, reduce_attrs(&out_of_range, false)).code, DX_OUT_OF_RANGE);
+    Tensor wrong = make(sum_t, {2, 3});
+    EXPECT_EQ(invoke("dx.sum", {&x}, {&wrong}, reduce_attrs(&a1, false)).code, DX_SHAPE_MISMATCH);
+    // Rank 0.
+    Tensor scalar = make(t, {}, {5}), so = make(sum_t, {});
+    ASSERT_TRUE(invoke("dx.sum", {&scalar}, {&so}, reduce_attrs(nullptr, false)).ok());
+    EXPECT_EQ(so.at(0), 5);
+  }
+  // Integer sums accumulate in i64 (wrapping).
+  Tensor big = make(kI32, {3}), s = make(kI64, {});
+  big.set_raw<int32_t>(0, INT32_MAX);
+  big.set_raw<int32_t>(1, INT32_MAX);
+  big.set_raw<int32_t>(2, INT32_MIN);
+  ASSERT_TRUE(invoke("dx.sum", {&big}, {&s}, reduce_attrs(nullptr, false)).ok());
+  EXPECT_EQ(s.raw<int64_t>(0), static_cast<int64_t>(INT32_MAX) - 1);
+  Tensor wrap = make(kI64, {2}), ws = make(kI64, {});
+  wrap.set_raw<int64_t>(0, INT64_MAX);
+  wrap.set_raw<int64_t>(1, 2);
+  ASSERT_TRUE(invoke("dx.sum", {&wrap}, {&ws}, reduce_attrs(nullptr, false)).ok());
+  EXPECT_EQ(ws.raw<int64_t>(0), INT64_MIN + 1);
+  // Max with NaN, -inf, and integers' extremes.
+  Tensor f = make(kF32, {2, 3}, {1, NAN, 3, -INFINITY, -INFINITY, -5}), fm = make(kF32, {2});
+  const std::vector<int64_t> last = {-1};
+  ASSERT_TRUE(invoke("dx.max", {&f}, {&fm}, reduce_attrs(&last, false)).ok());
+  EXPECT_TRUE(std::isnan(fm.at(0)));
+  EXPECT_EQ(fm.at(1), -5);
+  Tensor i8 = make(kI8, {3}, {-128, -128, -127}), i8m = make(kI8, {});
+  ASSERT_TRUE(invoke("dx.max", {&i8}, {&i8m}, reduce_attrs(nullptr, false)).ok());
+  EXPECT_EQ(i8m.at(0), -127);
+}
+
+TEST_F(CpuPlugin, LargeSumAccurateAndDeterministic) {
+  const int64_t n = 3'000'001;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  Tensor x = make(kF32, {n});
+  double exact = 0, magnitude = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = dist(rng) + 0.25f;
+    x.set_raw<float>(i, v);
+    exact += v;
+    magnitude += std::fabs(v);
+  }
+  Tensor s = make(kF32, {});
+  ASSERT_TRUE(invoke("dx.sum", {&x}, {&s}, reduce_attrs(nullptr, false)).ok());
+  EXPECT_NEAR(s.at(0), exact, 8 * 0x1p-24 * std::fabs(exact) + 1e-7 * magnitude / std::sqrt(n));
+  // Same result from repeated calls and from a split into 3 rows reduced one by one.
+  for (int r = 0; r < 3; ++r) {
+    Tensor again = make(kF32, {});
+    ASSERT_TRUE(invoke("dx.sum", {&x}, {&again}, reduce_attrs(nullptr, false)).ok());
+    EXPECT_EQ(again.raw<float>(0), s.raw<float>(0));
+  }
+  // Many outputs (parallel over outputs) against a double loop.
+  Tensor m = make(kF32, {1000, 3000}), ms = make(kF32, {1000}), mc = make(kF32, {3000});
+  for (int64_t i = 0; i < 3'000'000; ++i) m.set_raw<float>(i, x.raw<float>(i));
+  const std::vector<int64_t> ax1 = {1}, ax0 = {0};
+  ASSERT_TRUE(invoke("dx.sum", {&m}, {&ms}, reduce_attrs(&ax1, false)).ok());
+  ASSERT_TRUE(invoke("dx.sum", {&m}, {&mc}, reduce_attrs(&ax0, false)).ok());
+  for (int64_t r = 0; r < 1000; r += 37) {
+    double want = 0;
+    for (int64_t c = 0; c < 3000; ++c) want += m.raw<float>(r * 3000 + c);
+    EXPECT_NEAR(ms.at(r), want, 1e-5 * std::max(1.0, std::fabs(want)));
+  }
+  for (int64_t c = 0; c < 3000; c += 101) {
+    double want = 0;
+    for (int64_t r = 0; r < 1000; ++r) want += m.raw<float>(r * 3000 + c);
+    EXPECT_NEAR(mc.at(c), want, 1e-5 * std::max(1.0, std::fabs(want)));
+  }
+  Tensor mx = make(kF32, {});
+  ASSERT_TRUE(invoke("dx.max", {&x}, {&mx}, reduce_attrs(nullptr, false)).ok());
+  float want_max = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) want_max = std::max(want_max, x.raw<float>(i));
+  EXPECT_EQ(mx.raw<float>(0), want_max);
+}
+
+TEST_F(CpuPlugin, ReductionsIgnoreThreadCount) {
+  // The plugin shares this process's OpenMP runtime, so omp_set_num_threads steers it.
+  const int64_t n = 2'500'003;
+  Tensor x = make(kF32, {n}), rows = make(kF32, {5, n / 5});
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-3.0f, 5.0f);
+  for (int64_t i = 0; i < n; ++i) x.set_raw<float>(i, dist(rng));
+  for (int64_t i = 0; i < rows.count(); ++i) rows.set_raw<float>(i, x.raw<float>(i));
+  const std::vector<int64_t> ax1 = {1};
+  auto run = [&](int threads) {
+    omp_set_num_threads(threads);
+    Tensor all = make(kF32, {}), per_row = make(kF32, {5});
+    EXPECT_TRUE(invoke("dx.sum", {&x}, {&all}, reduce_attrs(nullptr, false)).ok());
+    EXPECT_TRUE(invoke("dx.sum", {&rows}, {&per_row}, reduce_attrs(&ax1, false)).ok());
+    std::vector<float> bits = {all.raw<float>(0)};
+    for (int r = 0; r < 5; ++r) bits.push_back(per_row.raw<float>(r));
+    return bits;
+  };
+  const int original = omp_get_max_threads();
+  const auto one = run(1), two = run(2), three = run(3), seven = run(7);
+  omp_set_num_threads(original);
+  EXPECT_EQ(one, two);
+  EXPECT_EQ(one, three);
+  EXPECT_EQ(one, seven);
+}
+
+TEST_F(CpuPlugin, Softmax) {
+  for (DLDataType t : kFloatTypes) {
+    SCOPED_TRACE(name_of(t));
+    const std::vector<double> v = {1, 2, 3, 4, 1000, 1000, -1000, 0, -INFINITY, 0, 0.5, -0.5};
+    Tensor x = make(t, {3, 4}, v), y = make(t, {3, 4});
+    ASSERT_TRUE(invoke("dx.softmax", {&x}, {&y}, {Attr::none("axis")}).ok());
+    for (int r = 0; r < 3; ++r) {
+      double mx = -INFINITY;
+      for (int c = 0; c < 4; ++c) mx = std::max(mx, x.at(r * 4 + c));
+      double sum = 0;
+      for (int c = 0; c < 4; ++c) sum += std::exp(x.at(r * 4 + c) - mx);
+      for (int c = 0; c < 4; ++c) {
+        const double want = std::exp(x.at(r * 4 + c) - mx) / sum;
+        EXPECT_NEAR(y.at(r * 4 + c), want, tolerance(t, want)) << r << "," << c;
+      }
+    }
+    // axis 0 on a strided output equals the transposed computation.
+    Tensor y0 = make_view(t, {3, 4}, {1, 3}, 2);
+    ASSERT_TRUE(invoke("dx.softmax", {&x}, {&y0}, {Attr::i64("axis", 0)}).ok());
+    for (int c = 0; c < 4; ++c) {
+      double mx = -INFINITY;
+      for (int r = 0; r < 3; ++r) mx = std::max(mx, x.at(r * 4 + c));
+      double sum = 0;
+      for (int r = 0; r < 3; ++r) sum += std::exp(x.at(r * 4 + c) - mx);
+      for (int r = 0; r < 3; ++r) {
+        const double want = std::exp(x.at(r * 4 + c) - mx) / sum;
+        EXPECT_NEAR(y0.at(r * 4 + c), want, tolerance(t, want));
+      }
+    }
+    EXPECT_EQ(invoke("dx.softmax", {&x}, {&y}, {Attr::i64("axis", 2)}).code, DX_OUT_OF_RANGE);
+    Tensor s = make(t, {}, {3}), so = make(t, {});
+    ASSERT_TRUE(invoke("dx.softmax", {&s}, {&so}, {}).ok());
+    EXPECT_EQ(so.at(0), 1);
+  }
+  // A large softmax (parallel rows) sums to one per row.
+  Tensor big = make(kF32, {256, 1000}), bo = make(kF32, {256, 1000});
+  for (int64_t i = 0; i < 256000; ++i) big.set_raw<float>(i, static_cast<float>((i * 7919) % 200) / 10.0f);
+  ASSERT_TRUE(invoke("dx.softmax", {&big}, {&bo}, {Attr::i64("axis", -1)}).ok());
+  for (int r = 0; r < 256; r += 17) {
+    double sum = 0;
+    for (int c = 0; c < 1000; ++c) sum += bo.at(r * 1000 + c);
+    EXPECT_NEAR(sum, 1.0, 1e-5);
+  }
+}
+
+// ---- data movement ------------------------------------------------------------------------------
+
+TEST_F(CpuPlugin, TransposeCopyFill) {
+  for (DLDataType t : {kF32, kBool, kI64, kF16, kU8}) {
+    SCOPED_TRACE(name_of(t));
+    const auto vals = same(t, kBool) ? std::vector<double>{1, 0, 0, 1, 1, 0} : iota(6, 1);
+    Tensor x = make(t, {2, 3}, vals);
+    Tensor y = make(t, {3, 2});
+    ASSERT_TRUE(invoke("dx.transpose", {&x}, {&y}, {Attr::none("perm")}).ok());
+    for (int i = 0; i < 3; ++i) {
+      for (int j = 0; j < 2; ++j) EXPECT_EQ(y.at(i * 2 + j), vals[j * 3 + i]);
+    }
+    const std::vector<int64_t> identity = {0, 1}, bad = {0, 0}, short_perm = {1};
+    Tensor same_shape = make(t, {2, 3});
+    ASSERT_TRUE(invoke("dx.transpose", {&x}, {&same_shape}, {Attr::i64s("perm", identity)}).ok());
+    EXPECT_EQ(same_shape.values(), vals);
+    EXPECT_EQ(invoke("dx.transpose", {&x}, {&y}, {Attr::i64s("perm", bad)}).code, DX_INVALID_ARGUMENT);
+    EXPECT_EQ(invoke("dx.transpose", {&x}, {&y}, {Attr::i64s("perm", short_perm)}).code,
+              DX_INVALID_ARGUMENT);
+    EXPECT_EQ(invoke("dx.transpose", {&x}, {&same_shape}, {Attr::none("perm")}).code,
+              DX_SHAPE_MISMATCH);
+    Tensor strided = make_view(t, {3, 2}, {1, 3}, 4);
+    ASSERT_TRUE(invoke("dx.copy", {&y}, {&strided}).ok());
+    EXPECT_EQ(strided.values(), y.values());
+  }
+  // 3-d transpose with a permutation.
+  Tensor x = make(kI32, {2, 3, 4}, iota(24)), y = make(kI32, {4, 2, 3});
+  const std::vector<int64_t> perm = {2, 0, 1};
+  ASSERT_TRUE(invoke("dx.transpose", {&x}, {&y}, {Attr::i64s("perm", perm)}).ok());
+  for (int a = 0; a < 4; ++a)
+    for (int b = 0; b < 2; ++b)
+      for (int c = 0; c < 3; ++c) EXPECT_EQ(y.at((a * 2 + b) * 3 + c), (b * 3 + c) * 4 + a);
+
+  // fill conversions.
+  struct Case {
+    DLDataType t;
+    dx_attr_t value;
+    double want;
+  };
+  const Case cases[] = {
+      {kI8, Attr::i64("value", 300), 44},            // wraps
+      {kI8, Attr::f64("value", 300.7), 127},         // saturates
+      {kI8, Attr::f64("value", -300.7), -128},
+      {kI32, Attr::f64("value", -2.9), -2},          // truncates toward zero
+      {kI32, Attr::f64("value", NAN), 0},
+      {kU8, Attr::f64("value", -1.0), 0},
+      {kU8, Attr::i64("value", -1), 255},
+      {kI64, Attr::f64("value", 1e30), static_cast<double>(INT64_MAX)},
+      {kBool, Attr::f64("value", 0.5), 1},
+      {kBool, Attr::i64("value", 0), 0},
+      {kF32, Attr::f64("value", 0.1), static_cast<double>(0.1f)},
+      {kF16, Attr::f64("value", 1e6), INFINITY},
+      {kF16, Attr::i64("value", 2049), 2048},        // ties to even
+      {kBF16, Attr::f64("value", 1.00390625), 1.0},  // tie -> even
+      {kF64, Attr::none("value"), 0},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(name_of(c.t) + " " + std::to_string(c.want));
+    Tensor out = make_view(c.t, {2, 2}, {3, 1}, 1);
+    ASSERT_TRUE(invoke("dx.fill", {}, {&out}, {c.value}).ok());
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(out.at(i), c.want);
+  }
+  Tensor big = make(kF32, {1 << 20});
+  ASSERT_TRUE(invoke("dx.fill", {}, {&big}, {Attr::f64("value", 2.5)}).ok());
+  for (int64_t i = 0; i < (1 << 20); i += 4097) ASSERT_EQ(big.raw<float>(i), 2.5f);
+  ASSERT_TRUE(invoke("dx.fill", {}, {&big}, {}).ok());  // no attrs at all: 0
+  EXPECT_EQ(big.raw<float>(12345), 0.0f);
+}
+
+// ---- matmul ------------------------------------------------------------------------------------
+
+/// Naive NumPy matmul on doubles over the tensors' values (after optional transposes).
+std::vector<double> naive_matmul(const Tensor& a, const Tensor& b, bool ta, bool tb,
+                                 std::vector<int64_t>* out_shape) {
+  auto dims = [](const Tensor& t, bool trans) {
+    std::vector<int64_t> s = t.shape;
+    if (trans && s.size() >= 2) std::swap(s[s.size() - 1], s[s.size() - 2]);
+    return s;
+  };
+  std::vector<int64_t> sa = dims(a, ta), sb = dims(b, tb);
+  const bool av = sa.size() == 1, bv = sb.size() == 1;
+  if (av) sa.insert(sa.begin(), 1);
+  if (bv) sb.push_back(1);
+  const int64_t m = sa[sa.size() - 2], k = sa.back(), n = sb.back();
+  std::vector<int64_t> ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
+  const size_t br = std::max(ba.size(), bb.size());
+  while (ba.size() < br) ba.insert(ba.begin(), 1);
+  while (bb.size() < br) bb.insert(bb.begin(), 1);
+  std::vector<int64_t> batch(br);
+  int64_t nb = 1;
+  for (size_t d = 0; d < br; ++d) nb *= (batch[d] = std::max(ba[d], bb[d]));
+  *out_shape = batch;
+  if (!av) out_shape->push_back(m);
+  if (!bv) out_shape->push_back(n);
+  // Element (batch idx, i, j) of an operand in original (untransposed) row-major order.
+  auto element = [](const Tensor& t, const std::vector<int64_t>& bshape, const std::vector<int64_t>& bidx,
+                    int64_t i, int64_t j, bool trans, bool vec_left, bool vec_right) {
+    const auto& s = t.shape;
+    std::vector<int64_t> idx;
+    const size_t tb = s.size() >= 2 && !(vec_left || vec_right) ? s.size() - 2 : 0;
+    for (size_t d = 0; d < tb; ++d) {
+      const size_t bd = bshape.size() - tb + d;
+      idx.push_back(s[d] == 1 ? 0 : bidx[bd]);
+    }
+    if (vec_left) idx.push_back(j);
+    else if (vec_right) idx.push_back(i);
+    else if (trans) {
+      idx.push_back(j);
+      idx.push_back(i);
+    } else {
+      idx.push_back(i);
+      idx.push_back(j);
+    }
+    int64_t linear = 0;
+    for (size_t d = 0; d < s.size(); ++d) linear = linear * s[d] + idx[d];
+    return t.at(linear);
+  };
+  std::vector<double> out(static_cast<size_t>(nb * m * n));
+  std::vector<int64_t> bidx(br);
+  for (int64_t bi = 0; bi < nb; ++bi) {
+    int64_t rest = bi;
+    for (int d = static_cast<int>(br) - 1; d >= 0; --d) {
+      bidx[d] = rest % batch[d];
+      rest /= batch[d];
+    }
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          acc += element(a, batch, bidx, i, p, ta, av, false) * element(b, batch, bidx, p, j, tb, false, bv);
+        }
+        out[(bi * m + i) * n + j] = acc;
+      }
+  }
+  return out;
+}
+
+void check_matmul(DLDataType t, Tensor a, Tensor b, bool ta, bool tb,
+                  std::vector<int64_t> out_strides = {}, int64_t out_offset = 0) {
+  std::vector<int64_t> shape;
+  const std::vector<double> want = naive_matmul(a, b, ta, tb, &shape);
+  const DLDataType ot = same(t, kI8) ? kI32 : t;
+  Tensor c = out_strides.empty() ? make(ot, shape) : make_view(ot, shape, out_strides, out_offset);
+  const Outcome r = invoke("dx.matmul", {&a, &b}, {&c},
+                           {Attr::boolean("transpose_a", ta), Attr::boolean("transpose_b", tb)});
+  ASSERT_TRUE(r.ok()) << r.message;
+  ASSERT_EQ(c.count(), static_cast<int64_t>(want.size()));
+  const int64_t k = (ta && a.shape.size() >= 2) ? a.shape[a.shape.size() - 2] : a.shape.back();
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (same(t, kI8)) {
+      ASSERT_EQ(c.at(static_cast<int64_t>(i)), want[i]);
+    } else {
+      const double tol = (same(t, kF64) ? 1e-12 : same(t, kF32) ? 1e-5 : same(t, kF16) ? 2e-3 : 1.6e-2) *
+                         std::max(1.0, std::fabs(want[i])) * std::max<int64_t>(1, k) / 4;
+      ASSERT_NEAR(c.at(static_cast<int64_t>(i)), want[i], tol) << "element " << i;
+    }
+  }
+}
+
+std::vector<double> small_values(int64_t n, int seed) {
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<double>(((i + seed) * 37 % 17) - 8) / 4.0;
+  return v;
+}
+
+TEST_F(CpuPlugin, MatmulShapesAndLayouts) {
+  for (DLDataType t : {kF32, kF64, kF16, kBF16, kI8}) {
+    SCOPED_TRACE(name_of(t));
+    auto mk = [t](std::vector<int64_t> shape, int seed) {
+      int64_t n = 1;
+      for (auto s : shape) n *= s;
+      auto v = small_values(n, seed);
+      if (same(t, kI8)) for (auto& x : v) x *= 4;
+      return make(t, std::move(shape), v);
+    };
+    check_matmul(t, mk({3, 4}, 1), mk({4, 5}, 2), false, false);
+    check_matmul(t, mk({4, 3}, 1), mk({4, 5}, 2), true, false);
+    check_matmul(t, mk({3, 4}, 1), mk({5, 4}, 2), false, true);
+    check_matmul(t, mk({4, 3}, 1), mk({5, 4}, 2), true, true);
+    check_matmul(t, mk({2, 3, 4}, 3), mk({4, 5}, 2), false, false);           // batch x matrix
+    check_matmul(t, mk({3, 4}, 3), mk({2, 2, 4, 5}, 5), false, false);        // matrix x batch
+    check_matmul(t, mk({2, 1, 3, 4}, 3), mk({3, 4, 2}, 6), false, false);     // broadcast both
+    check_matmul(t, mk({2, 1, 4, 3}, 3), mk({3, 2, 4}, 6), true, true);       // with transposes
+    check_matmul(t, mk({4}, 1), mk({4, 5}, 2), false, false);                 // vector x matrix
+    check_matmul(t, mk({3, 4}, 1), mk({4}, 2), false, false);                 // matrix x vector
+    check_matmul(t, mk({4}, 1), mk({4}, 2), false, false);                    // dot -> rank 0
+    check_matmul(t, mk({4}, 1), mk({2, 4, 3}, 2), true, false);               // rank-1 ignores transpose
+    check_matmul(t, mk({2, 3, 4}, 1), mk({4}, 2), false, true);
+    check_matmul(t, mk({1, 4}, 1), mk({4, 1}, 2), false, false);              // 1x1 output
+    check_matmul(t, mk({3, 4}, 1), mk({4, 5}, 2), false, false, {1, 3}, 2);   // column-major out
+    check_matmul(t, mk({3, 4}, 1), mk({4, 5}, 2), false, false, {11, 2}, 1);  // strided out
+    // Non-BLAS-compatible operand strides: every other column, and a broadcast (stride-0) matrix.
+    Tensor sa = make_view(t, {3, 4}, {9, 2}, 1, small_values(12, 4));
+    Tensor sb = make_view(t, {4, 5}, {0, 1}, 0, small_values(5, 5));
+    check_matmul(t, sa, sb, false, false);
+    Tensor ta = make_view(t, {2, 4, 3}, {0, 1, 4}, 0, small_values(24, 2));  // batch stride 0
+    check_matmul(t, ta, mk({2, 4, 2}, 1), true, false);
+    // Errors.
+    Tensor a = mk({3, 4}, 1), b = mk({5, 4}, 1), c = make(same(t, kI8) ? kI32 : t, {3, 5});
+    EXPECT_EQ(invoke("dx.matmul", {&a, &b}, {&c}, {}).code, DX_SHAPE_MISMATCH);
+    Tensor bb = mk({4, 5}, 1), wrong = make(same(t, kI8) ? kI32 : t, {3, 6});
+    EXPECT_EQ(invoke("dx.matmul", {&a, &bb}, {&wrong}, {}).code, DX_SHAPE_MISMATCH);
+    Tensor scalar = mk({}, 1);
+    EXPECT_EQ(invoke("dx.matmul", {&scalar, &bb}, {&c}, {}).code, DX_SHAPE_MISMATCH);
+    Tensor b2 = mk({3, 4, 5}, 1), a2 = mk({2, 3, 4}, 1), c2 = make(same(t, kI8) ? kI32 : t, {3, 3, 5});
+    EXPECT_EQ(invoke("dx.matmul", {&a2, &b2}, {&c2}, {}).code, DX_SHAPE_MISMATCH);
+  }
+}
+
+TEST_F(CpuPlugin, MatmulLargeAndIntegerWrap) {
+  // Large enough for OpenBLAS's threaded path and the parallel i8 loop.
+  auto mk = [](DLDataType t, std::vector<int64_t> shape, int seed) {
+    int64_t n = 1;
+    for (auto s : shape) n *= s;
+    return make(t, std::move(shape), small_values(n, seed));
+  };
+  check_matmul(kF32, mk(kF32, {100, 90}, 1), mk(kF32, {90, 110}, 2), false, false);
+  check_matmul(kF32, mk(kF32, {90, 100}, 1), mk(kF32, {110, 90}, 2), true, true);
+  check_matmul(kF64, mk(kF64, {3, 40, 30}, 1), mk(kF64, {30, 50}, 2), false, false);
+
+  Tensor a = make(kI8, {40, 300}), b = make(kI8, {300, 60});
+  for (int64_t i = 0; i < a.count(); ++i) a.set_raw<int8_t>(i, static_cast<int8_t>((i * 31) % 256 - 128));
+  for (int64_t i = 0; i < b.count(); ++i) b.set_raw<int8_t>(i, static_cast<int8_t>((i * 17) % 256 - 128));
+  check_matmul(kI8, a, b, false, false);
+  // Wrapping i32 accumulation: 128 * 128 * 2^17 overflows i32.
+  const int64_t k = 1 << 17;
+  Tensor wa = make(kI8, {1, k}), wb = make(kI8, {k, 1}), wc = make(kI32, {1, 1});
+  for (int64_t i = 0; i < k; ++i) {
+    wa.set_raw<int8_t>(i, -128);
+    wb.set_raw<int8_t>(i, -128);
+  }
+  ASSERT_TRUE(invoke("dx.matmul", {&wa, &wb}, {&wc}, {}).ok());
+  EXPECT_EQ(wc.raw<int32_t>(0), static_cast<int32_t>(static_cast<uint32_t>(16384) * static_cast<uint32_t>(k)));
+}
+
+TEST_F(CpuPlugin, ValidationErrors) {
+  Tensor a = make(kF32, {2}), b = make(kF32, {2}), o = make(kF32, {2});
+  // Wrong dtype for the kernel's signature.
+  Tensor i = make(kI32, {2});
+  const auto* k = find_kernel("dx.add", {kF32, kF32, kF32});
+  ASSERT_NE(k, nullptr);
+  const DLTensor* in[2] = {a.get(), i.get()};
+  const DLTensor* out[1] = {o.get()};
+  dx_kernel_call_t call{};
+  call.struct_size = DX_STRUCT_SIZE(dx_kernel_call_t, host);
+  call.inputs = in;
+  call.outputs = out;
+  call.num_inputs = 2;
+  call.num_outputs = 1;
+  call.host = &kHost;
+  dx_error_t* e = k->forward(&call);
+  EXPECT_EQ(fake_error_code(e), DX_SHAPE_MISMATCH);
+  fake_error_destroy(e);
+  // Wrong arity.
+  call.num_inputs = 1;
+  e = k->forward(&call);
+  EXPECT_EQ(fake_error_code(e), DX_INVALID_ARGUMENT);
+  fake_error_destroy(e);
+  // Null tensor and null data.
+  call.num_inputs = 2;
+  in[1] = nullptr;
+  e = k->forward(&call);
+  EXPECT_EQ(fake_error_code(e), DX_INVALID_ARGUMENT);
+  fake_error_destroy(e);
+  in[1] = b.get();
+  b.dl.data = nullptr;
+  e = k->forward(&call);
+  EXPECT_EQ(fake_error_code(e), DX_INVALID_ARGUMENT);
+  fake_error_destroy(e);
+  // Device memory is refused, not dereferenced.
+  in[1] = b.get();
+  b.dl.device = DLDevice{kDLCUDA, 0};
+  e = k->forward(&call);
+  EXPECT_EQ(fake_error_code(e), DX_INVALID_ARGUMENT);
+  fake_error_destroy(e);
+  // Bad attribute type.
+  Tensor x = make(kF32, {2, 2}), s = make(kF32, {2});
+  dx_attr_t axes = Attr::f64("axes", 1.0);
+  EXPECT_EQ(invoke("dx.sum", {&x}, {&s}, {axes}).code, DX_INVALID_ARGUMENT);
+}
+
+}  // namespace
