@@ -379,6 +379,27 @@ bool KernelMatches(const Kernel& k, int32_t device_type, const DLTensor* const* 
   return true;
 }
 
+// A backward call of a kernel with n inputs and m outputs has 2m + n inputs (the output
+// gradients, the forward inputs, the forward outputs) and n outputs (the input gradients), each
+// matched against the forward signature.
+bool BackwardMatches(const Kernel& k, int32_t device_type, const DLTensor* const* in, int32_t nin,
+                     const DLTensor* const* out, int32_t nout) {
+  if (k.device_type != device_type) return false;
+  const int32_t m = k.num_outputs;
+  const int32_t n = k.variadic ? nout : k.num_inputs;
+  if ((k.variadic && n < k.num_inputs) || nout != n || nin != 2 * m + n) return false;
+  auto input_dtype = [&](int32_t i) { return k.variadic ? k.dtypes[0] : k.dtypes[i]; };
+  auto output_dtype = [&](int32_t j) { return k.dtypes[(k.variadic ? 1 : n) + j]; };
+  auto is = [](const DLTensor* t, dx_dtype_t d) { return t == nullptr || PackDtype(t->dtype) == d; };
+  for (int32_t j = 0; j < m; ++j) {
+    if (!is(in[j], output_dtype(j)) || !is(in[m + n + j], output_dtype(j))) return false;
+  }
+  for (int32_t i = 0; i < n; ++i) {
+    if (!is(in[m + i], input_dtype(i)) || !is(out[i], input_dtype(i))) return false;
+  }
+  return true;
+}
+
 std::string Signature(const DLTensor* const* in, int32_t nin, const DLTensor* const* out,
                       int32_t nout) {
   std::string s = "(";
@@ -504,8 +525,13 @@ dx_status_t Invoke(dx_runtime_t* runtime, dx_op_id_t id, dx_tensor_t* const* inp
 
   auto usable = [&](const Kernel& k) {
     if (pinned && k.plugin_index != opts.plugin_index) return false;
-    if (backward && k.backward == nullptr) return false;
-    if (!KernelMatches(k, device_type, in, num_inputs, out, num_outputs)) return false;
+    if (backward) {
+      if (k.backward == nullptr || !BackwardMatches(k, device_type, in, num_inputs, out, num_outputs)) {
+        return false;
+      }
+    } else if (!KernelMatches(k, device_type, in, num_inputs, out, num_outputs)) {
+      return false;
+    }
     if (k.supports != nullptr) {
       call.kernel_data = k.kernel_data;
       int32_t ok = 0;

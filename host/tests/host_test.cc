@@ -167,7 +167,7 @@ TEST_F(Host, PluginAndRegistryQueries) {
   EXPECT_EQ(k.num_inputs, 2);
   EXPECT_EQ(k.num_dtypes, 3);
   EXPECT_EQ(k.dtypes[2], DX_DTYPE_F32);
-  EXPECT_EQ(k.has_backward, 0);
+  EXPECT_EQ(k.has_backward, 1);
   EXPECT_EQ(dx_runtime_kernel_info(rt_, add, 5, &k), DX_OUT_OF_RANGE);
   EXPECT_EQ(dx_runtime_op_lookup(rt_, "dx.nosuch", &add), DX_NOT_FOUND);
   EXPECT_EQ(dx_runtime_op_name(rt_, 999, &name), DX_OUT_OF_RANGE);
@@ -301,12 +301,15 @@ TEST_F(Host, InvokeChecksShapesArityAndDtypes) {
   std::string msg = LastError();
   EXPECT_NE(msg.find("(i32, i32) -> (i32)"), std::string::npos) << msg;
   EXPECT_NE(msg.find("hosttest"), std::string::npos) << msg;
-  // Backward requested but the kernel has none.
+  // Backward requested with the forward's arity: no backward kernel matches.
   dx_invoke_options_t opts{};
   opts.struct_size = DX_STRUCT_SIZE(dx_invoke_options_t, plugin_index);
   opts.flags = DX_INVOKE_FLAG_BACKWARD;
   EXPECT_EQ(dx_invoke_ex(rt_, add, in, 2, &y, 1, nullptr, &opts), DX_UNSUPPORTED);
   EXPECT_NE(LastError().find("no backward kernel"), std::string::npos) << LastError();
+  // dx.sum has no backward at all.
+  dx_tensor_t* s_out = Make({});
+  EXPECT_EQ(dx_invoke_ex(rt_, Op("dx.sum"), &a, 1, &s_out, 1, nullptr, &opts), DX_UNSUPPORTED);
   // Pinned to a plugin index that has no such kernel.
   opts.flags = DX_INVOKE_FLAG_PLUGIN;
   opts.plugin_index = 3;
@@ -315,6 +318,35 @@ TEST_F(Host, InvokeChecksShapesArityAndDtypes) {
   EXPECT_EQ(dx_invoke_ex(rt_, add, in, 2, &y, 1, nullptr, &opts), DX_OK) << LastError();
   opts.struct_size = 4;
   EXPECT_EQ(dx_invoke_ex(rt_, add, in, 2, &y, 1, nullptr, &opts), DX_INVALID_ARGUMENT);
+}
+
+TEST_F(Host, BackwardDispatchUsesTheBackwardArity) {
+  dx_tensor_t* dy = MakeF32({3}, {1, 2, 3});
+  dx_tensor_t* a = MakeF32({3}, {0, 0, 0});
+  dx_tensor_t* da = Make({3});
+  dx_tensor_t* db = Make({3});
+  dx_invoke_options_t opts{};
+  opts.struct_size = DX_STRUCT_SIZE(dx_invoke_options_t, plugin_index);
+  opts.flags = DX_INVOKE_FLAG_BACKWARD;
+  dx_op_id_t add = Op("dx.add");
+  dx_tensor_t* in[4] = {dy, a, a, dy};  // dy, a, b, y
+  dx_tensor_t* out[2] = {da, db};
+  ASSERT_EQ(dx_invoke_ex(rt_, add, in, 4, out, 2, nullptr, &opts), DX_OK) << LastError();
+  EXPECT_EQ(Read(da), (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(Read(db), (std::vector<float>{2, 4, 6}));
+  // A gradient that is not wanted is a null output.
+  dx_tensor_t* only_b[2] = {nullptr, db};
+  ASSERT_EQ(dx_invoke_ex(rt_, add, in, 4, only_b, 2, nullptr, &opts), DX_OK) << LastError();
+  // A wrong dtype in the forward-input position does not match.
+  dx_tensor_t* ai = Make({3}, DX_DTYPE_I32);
+  dx_tensor_t* bad[4] = {dy, ai, a, dy};
+  EXPECT_EQ(dx_invoke_ex(rt_, add, bad, 4, out, 2, nullptr, &opts), DX_UNSUPPORTED);
+  // A null output outside backward is refused.
+  dx_tensor_t* y = Make({3});
+  dx_tensor_t* fwd_in[2] = {a, a};
+  dx_tensor_t* null_out = nullptr;
+  EXPECT_EQ(dx_invoke(rt_, add, fwd_in, 2, &null_out, 1, nullptr), DX_INVALID_ARGUMENT);
+  EXPECT_EQ(dx_invoke(rt_, add, fwd_in, 2, &y, 1, nullptr), DX_OK);
 }
 
 TEST_F(Host, AttributesArriveInSchemaOrder) {

@@ -66,6 +66,24 @@ static dx_error_t* add_f32(const dx_kernel_call_t* call) {
   return NULL;
 }
 
+/* Backward of add: inputs (dy, a, b, y), outputs (da, db), either may be null. */
+static dx_error_t* add_f32_backward(const dx_kernel_call_t* call) {
+  const DLTensor* dy = call->inputs[0];
+  const float* pdy = (const float*)((const char*)dy->data + dy->byte_offset);
+  int64_t n = numel(dy), i;
+  int32_t k;
+  if (call->num_inputs != 4 || call->num_outputs != 2) {
+    return dx_errorf(call->host, DX_INTERNAL, "backward arity %d/%d", call->num_inputs,
+                     call->num_outputs);
+  }
+  for (k = 0; k < 2; ++k) {
+    const DLTensor* g = call->outputs[k];
+    if (g == NULL) continue;
+    for (i = 0; i < n; ++i) ((float*)((char*)g->data + g->byte_offset))[i] = pdy[i] * (float)(k + 1);
+  }
+  return NULL;
+}
+
 static dx_error_t* sum_f32(const dx_kernel_call_t* call) {
   const DLTensor* x = call->inputs[0];
   const DLTensor* y = call->outputs[0];
@@ -119,7 +137,9 @@ static dx_error_t* init(const dx_host_t* host, dx_host_context_t* context, void*
   k.num_inputs = 2;
   k.num_outputs = 1;
   k.forward = add_f32;
+  k.backward = add_f32_backward;
   if ((e = host->register_kernel(context, &k)) != NULL) return e;
+  k.backward = NULL;
 
   k.op_name = "dx.sum";
   k.num_inputs = 1;

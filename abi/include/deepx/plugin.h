@@ -70,7 +70,8 @@ typedef struct dx_kernel_call {
   /** `num_outputs` borrowed tensor views (entries may be null in backward calls). */
   const DLTensor* const* outputs;
   /** `num_attrs` attributes, in the order the op's schema lists them (see OPS.md); an attribute
-      the caller left unset has type ::DX_ATTR_NONE. Vendor ops get them in the caller's order. */
+      the caller left unset has type ::DX_ATTR_NONE. Vendor ops get them in the caller's order.
+      May be null when `num_attrs` is 0 (no attributes were given): treat every slot as unset. */
   const dx_attr_t* attrs;
   /** Number of entries in `inputs`. */
   int32_t num_inputs;
@@ -189,7 +190,9 @@ typedef enum dx_copy_direction {
 /**
  * @brief Describes one memory space (one DLPack device) and its operations.
  *
- * Every function takes `space_data` first. Copied by the host at registration except
+ * Every function takes `space_data` first; a plugin that creates errors in these slots keeps
+ * the ::dx_host_t pointer it got in dx_plugin_t::init in its `space_data`. Copied by the host at
+ * registration except
  * `space_data`, which stays valid until dx_plugin_t::shutdown. Stream arguments may be null,
  * meaning "synchronous": the call completes before returning. With a non-null stream the call
  * is enqueued; memory freed on a stream may be reused by work enqueued after it on that stream.
