@@ -70,25 +70,49 @@ Tensor batch_part(const MatrixOperand& m) {
   return t;
 }
 
+// The operands of a matmul call, checked, with the broadcast batch and the output shape.
+struct MatmulProblem {
+  MatrixOperand a, b;
+  std::vector<std::int64_t> batch, out_shape;
+};
+
+MatmulProblem plan_matmul(const Call& call, const DLTensor* a_dl, const DLTensor* b_dl) {
+  const bool transpose_a = attr_bool(call, DX_MATMUL_TRANSPOSE_A, "transpose_a", false);
+  const bool transpose_b = attr_bool(call, DX_MATMUL_TRANSPOSE_B, "transpose_b", false);
+  MatmulProblem p{as_matrix(view(a_dl, "input 0"), true, transpose_a, "input 0"),
+                  as_matrix(view(b_dl, "input 1"), false, transpose_b, "input 1"), {}, {}};
+  if (p.a.cols != p.b.rows) {
+    fail(DX_SHAPE_MISMATCH, "dx.matmul inner dimensions differ: " + std::to_string(p.a.cols) +
+                                " vs " + std::to_string(p.b.rows) + " (shapes " +
+                                shape_string(p.a.tensor.shape) + " and " +
+                                shape_string(p.b.tensor.shape) + ")");
+  }
+  p.batch = broadcast_shapes(p.a.batch, p.b.batch);
+  p.out_shape = p.batch;
+  if (!p.a.promoted) p.out_shape.push_back(p.a.rows);
+  if (!p.b.promoted) p.out_shape.push_back(p.b.cols);
+  return p;
+}
+
+// Output index of (batch index, row, col): the row unless A was 1-D, the col unless B was 1-D.
+void output_index(const MatmulProblem& p, std::span<const std::int64_t> bi, std::int64_t row,
+                  std::int64_t col, std::vector<std::int64_t>& index) {
+  index.resize(p.out_shape.size());
+  std::size_t k = 0;
+  for (; k < bi.size(); ++k) index[k] = bi[k];
+  if (!p.a.promoted) index[k++] = row;
+  if (!p.b.promoted) index[k++] = col;
+}
+
 }  // namespace
 
 void matmul(const Call& call) {
-  const bool transpose_a = attr_bool(call, DX_MATMUL_TRANSPOSE_A, "transpose_a", false);
-  const bool transpose_b = attr_bool(call, DX_MATMUL_TRANSPOSE_B, "transpose_b", false);
-  const MatrixOperand a = as_matrix(view(call.inputs[0], "input 0"), true, transpose_a, "input 0");
-  const MatrixOperand b = as_matrix(view(call.inputs[1], "input 1"), false, transpose_b, "input 1");
+  const MatmulProblem p = plan_matmul(call, call.inputs[0], call.inputs[1]);
+  const MatrixOperand& a = p.a;
+  const MatrixOperand& b = p.b;
   const Tensor out = view(call.outputs[0], "output 0");
-  if (a.cols != b.rows) {
-    fail(DX_SHAPE_MISMATCH, "dx.matmul inner dimensions differ: " + std::to_string(a.cols) +
-                                " vs " + std::to_string(b.rows) + " (shapes " +
-                                shape_string(a.tensor.shape) + " and " +
-                                shape_string(b.tensor.shape) + ")");
-  }
-  const std::vector<std::int64_t> batch = broadcast_shapes(a.batch, b.batch);
-  std::vector<std::int64_t> expected = batch;
-  if (!a.promoted) expected.push_back(a.rows);
-  if (!b.promoted) expected.push_back(b.cols);
-  expect_output_shape(out, expected);
+  expect_output_shape(out, p.out_shape);
+  const std::vector<std::int64_t>& batch = p.batch;
 
   const Tensor a_batch = broadcast_to(batch_part(a), batch);
   const Tensor b_batch = broadcast_to(batch_part(b), batch);
@@ -100,11 +124,7 @@ void matmul(const Call& call) {
   for_each_index(batch, [&](std::span<const std::int64_t> bi) {
     for (std::int64_t row = 0; row < a.rows; ++row) {
       for (std::int64_t col = 0; col < b.cols; ++col) {
-        // Output index: batch, then the row unless A was 1-D, then the col unless B was 1-D.
-        std::size_t k = 0;
-        for (; k < bi.size(); ++k) out_index[k] = bi[k];
-        if (!a.promoted) out_index[k++] = row;
-        if (!b.promoted) out_index[k++] = col;
+        output_index(p, bi, row, col, out_index);
         std::byte* dst = out.at(out_index);
 
         if (is_float(out_type)) {
@@ -126,6 +146,50 @@ void matmul(const Call& call) {
       }
     }
   });
+}
+
+void matmul_backward(const Call& call) {
+  // inputs: dy, a, b, y; outputs: da, db. dA[row, i] += dy[row, col] * B[i, col] and
+  // dB[i, col] += A[row, i] * dy[row, col], accumulated in f64 buffers that are viewed exactly
+  // like the operands (same promotion, transposition and batch broadcast), so broadcast batch
+  // dims and transposed operands are summed back to the operand's own layout.
+  const MatmulProblem p = plan_matmul(call, call.inputs[1], call.inputs[2]);
+  const Tensor dy = view(call.inputs[0], "output gradient 0");
+  expect_output_shape(dy, p.out_shape);
+  expect_output_shape(view(call.inputs[3], "forward output 0"), p.out_shape);
+  const std::optional<Tensor> ga = grad_output(call, 0, p.a.tensor.shape);
+  const std::optional<Tensor> gb = grad_output(call, 1, p.b.tensor.shape);
+  const bool transpose_a = attr_bool(call, DX_MATMUL_TRANSPOSE_A, "transpose_a", false);
+  const bool transpose_b = attr_bool(call, DX_MATMUL_TRANSPOSE_B, "transpose_b", false);
+  GradBuffer buf_a(p.a.tensor.shape), buf_b(p.b.tensor.shape);
+  const MatrixOperand acc_a = as_matrix(buf_a.view, true, transpose_a, "input 0");
+  const MatrixOperand acc_b = as_matrix(buf_b.view, false, transpose_b, "input 1");
+  const Tensor a_batch = broadcast_to(batch_part(p.a), p.batch);
+  const Tensor b_batch = broadcast_to(batch_part(p.b), p.batch);
+  const Tensor acc_a_batch = broadcast_to(batch_part(acc_a), p.batch);
+  const Tensor acc_b_batch = broadcast_to(batch_part(acc_b), p.batch);
+  const DType t = p.a.tensor.dtype;
+  std::vector<std::int64_t> index;
+  for_each_index(p.batch, [&](std::span<const std::int64_t> bi) {
+    for (std::int64_t row = 0; row < p.a.rows; ++row) {
+      for (std::int64_t col = 0; col < p.b.cols; ++col) {
+        output_index(p, bi, row, col, index);
+        const double g = load_float(dy.dtype, dy.at(index));
+        for (std::int64_t i = 0; i < p.a.cols; ++i) {
+          if (ga) {
+            GradBuffer::add(const_cast<std::byte*>(matrix_element(acc_a, acc_a_batch, bi, row, i)),
+                            g * load_float(t, matrix_element(p.b, b_batch, bi, i, col)));
+          }
+          if (gb) {
+            GradBuffer::add(const_cast<std::byte*>(matrix_element(acc_b, acc_b_batch, bi, i, col)),
+                            g * load_float(t, matrix_element(p.a, a_batch, bi, row, i)));
+          }
+        }
+      }
+    }
+  });
+  if (ga) buf_a.store(*ga);
+  if (gb) buf_b.store(*gb);
 }
 
 }  // namespace deepx::ref

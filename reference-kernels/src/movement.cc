@@ -18,45 +18,10 @@ void move_element(const Tensor& out, std::span<const std::int64_t> out_index, co
   std::memmove(out.at(out_index), in.at(in_index), size_of(in.dtype));
 }
 
-// The i64 value `v` as a double rounded to odd (exact below 2^53; otherwise the discarded bits
-// are folded into the last bit), so that a second rounding to a format with at most 51
-// fraction bits gives the correctly rounded result of `v` itself.
-double to_double_round_to_odd(std::int64_t v) {
-  const bool negative = v < 0;
-  std::uint64_t magnitude = negative ? 0 - static_cast<std::uint64_t>(v) : static_cast<std::uint64_t>(v);
-  int shift = 0;
-  while ((magnitude >> shift) >= (std::uint64_t{1} << 53)) ++shift;
-  std::uint64_t kept = magnitude >> shift;
-  if (shift > 0 && (magnitude & ((std::uint64_t{1} << shift) - 1)) != 0) kept |= 1;
-  const double d = std::ldexp(static_cast<double>(kept), shift);  // exact
-  return negative ? -d : d;
-}
+}  // namespace
 
-// Float -> integer for dx.fill: truncate toward zero, saturate, NaN -> 0.
-std::int64_t saturating_int(double v, std::int64_t lo, std::int64_t hi) {
-  if (std::isnan(v)) return 0;
-  const double t = std::trunc(v);
-  // Compare in double: lo is exact (a power of two or small); hi may round up to 2^63, which
-  // is why the test is >= rather than >.
-  if (t <= static_cast<double>(lo)) return lo;
-  if (t >= static_cast<double>(hi)) return hi;
-  return static_cast<std::int64_t>(t);
-}
-
-void int_range(DType t, std::int64_t& lo, std::int64_t& hi) {
-  switch (t) {
-    case DType::kI64: lo = std::numeric_limits<std::int64_t>::min(); hi = std::numeric_limits<std::int64_t>::max(); return;
-    case DType::kI32: lo = std::numeric_limits<std::int32_t>::min(); hi = std::numeric_limits<std::int32_t>::max(); return;
-    case DType::kI16: lo = std::numeric_limits<std::int16_t>::min(); hi = std::numeric_limits<std::int16_t>::max(); return;
-    case DType::kI8: lo = std::numeric_limits<std::int8_t>::min(); hi = std::numeric_limits<std::int8_t>::max(); return;
-    case DType::kU8: lo = 0; hi = std::numeric_limits<std::uint8_t>::max(); return;
-    default: lo = 0; hi = 1; return;
-  }
-}
-
-// Encodes dx.fill's value as one element of `t` into `bytes`.
-void encode_fill_value(const Call& call, DType t, std::byte* bytes) {
-  const dx_attr_t* a = call.attr(DX_FILL_VALUE, "value");
+void encode_value(const Call& call, int slot, const char* name, DType t, std::byte* bytes) {
+  const dx_attr_t* a = call.attr(slot, name);
   if (a == nullptr) {
     std::memset(bytes, 0, size_of(t));  // unset = 0, which is all-zero bits in every dtype
     return;
@@ -91,12 +56,10 @@ void encode_fill_value(const Call& call, DType t, std::byte* bytes) {
   fail(DX_INVALID_ARGUMENT, "attribute 'value' of dx.fill must be an i64, f64 or bool");
 }
 
-}  // namespace
+namespace {
 
-void transpose(const Call& call) {
-  const Tensor in = view(call.inputs[0], "input 0");
-  const Tensor out = view(call.outputs[0], "output 0");
-  const std::size_t rank = in.rank();
+// dx.transpose's permutation for a rank-`rank` tensor (unset = reversed axes).
+std::vector<std::int64_t> transpose_perm(const Call& call, std::size_t rank) {
   std::vector<std::int64_t> perm(rank);
   if (const auto given = attr_i64_list(call, DX_TRANSPOSE_PERM, "perm")) {
     if (given->size() != rank) {
@@ -117,6 +80,16 @@ void transpose(const Call& call) {
   } else {
     for (std::size_t i = 0; i < rank; ++i) perm[i] = static_cast<std::int64_t>(rank - 1 - i);
   }
+  return perm;
+}
+
+}  // namespace
+
+void transpose(const Call& call) {
+  const Tensor in = view(call.inputs[0], "input 0");
+  const Tensor out = view(call.outputs[0], "output 0");
+  const std::size_t rank = in.rank();
+  const std::vector<std::int64_t> perm = transpose_perm(call, rank);
   std::vector<std::int64_t> expected(rank);
   for (std::size_t i = 0; i < rank; ++i) expected[i] = in.shape[perm[i]];
   expect_output_shape(out, expected);
@@ -138,10 +111,44 @@ void copy(const Call& call) {
   });
 }
 
+void transpose_backward(const Call& call) {
+  // dx[j] = dy[i] with j[perm[k]] = i_k: the inverse permutation, through an f64 buffer (dx may
+  // alias dy).
+  const Tensor dy = view(call.inputs[0], "output gradient 0");
+  const Tensor x = view(call.inputs[1], "forward input 0");
+  const std::size_t rank = x.rank();
+  const std::vector<std::int64_t> perm = transpose_perm(call, rank);
+  std::vector<std::int64_t> expected(rank);
+  for (std::size_t i = 0; i < rank; ++i) expected[i] = x.shape[perm[i]];
+  expect_output_shape(dy, expected);
+  const std::optional<Tensor> dx = grad_output(call, 0, x.shape);
+  if (!dx) return;
+  GradBuffer buf(x.shape);
+  std::vector<std::int64_t> in_index(rank);
+  for_each_index(dy.shape, [&](std::span<const std::int64_t> out_index) {
+    for (std::size_t k = 0; k < rank; ++k) in_index[perm[k]] = out_index[k];
+    GradBuffer::add(buf.view.at(in_index), load_float(dy.dtype, dy.at(out_index)));
+  });
+  buf.store(*dx);
+}
+
+void copy_backward(const Call& call) {
+  const Tensor dy = view(call.inputs[0], "output gradient 0");
+  const Tensor x = view(call.inputs[1], "forward input 0");
+  expect_output_shape(dy, x.shape);
+  const std::optional<Tensor> dx = grad_output(call, 0, x.shape);
+  if (!dx) return;
+  GradBuffer buf(x.shape);
+  for_each_index(x.shape, [&](std::span<const std::int64_t> i) {
+    GradBuffer::add(buf.view.at(i), load_float(dy.dtype, dy.at(i)));
+  });
+  buf.store(*dx);
+}
+
 void fill(const Call& call) {
   const Tensor out = view(call.outputs[0], "output 0");
   std::byte element[8];
-  encode_fill_value(call, out.dtype, element);
+  encode_value(call, DX_FILL_VALUE, "value", out.dtype, element);
   for_each_index(out.shape, [&](std::span<const std::int64_t> index) {
     std::memcpy(out.at(index), element, size_of(out.dtype));
   });

@@ -1,5 +1,6 @@
 // dtypes, tensor views, element access and attributes of the reference kernels.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -272,6 +273,23 @@ std::int64_t attr_i64(const Call& call, int slot, const char* name, std::int64_t
   return a->value.i64;
 }
 
+std::optional<double> attr_f64(const Call& call, int slot, const char* name) {
+  const dx_attr_t* a = call.attr(slot, name);
+  if (a == nullptr) return std::nullopt;
+  if (a->type == DX_ATTR_F64) return a->value.f64;
+  if (a->type == DX_ATTR_I64) return static_cast<double>(a->value.i64);
+  fail(DX_INVALID_ARGUMENT, std::string("attribute '") + name + "' must be an f64");
+}
+
+std::optional<std::string> attr_string(const Call& call, int slot, const char* name) {
+  const dx_attr_t* a = call.attr(slot, name);
+  if (a == nullptr) return std::nullopt;
+  if (a->type != DX_ATTR_STRING || a->value.str == nullptr || a->count < 0) {
+    fail(DX_INVALID_ARGUMENT, std::string("attribute '") + name + "' must be a string");
+  }
+  return std::string(a->value.str, static_cast<std::size_t>(a->count));
+}
+
 std::optional<std::vector<std::int64_t>> attr_i64_list(const Call& call, int slot,
                                                        const char* name) {
   const dx_attr_t* a = call.attr(slot, name);
@@ -284,6 +302,99 @@ std::optional<std::vector<std::int64_t>> attr_i64_list(const Call& call, int slo
     fail(DX_INVALID_ARGUMENT, std::string("attribute '") + name + "' is malformed");
   }
   return std::vector<std::int64_t>(a->value.i64s, a->value.i64s + a->count);
+}
+
+// ---- gradients and conversions ----------------------------------------------------------------
+
+GradBuffer::GradBuffer(std::span<const std::int64_t> shape) {
+  view.dtype = DType::kF64;
+  view.shape.assign(shape.begin(), shape.end());
+  view.numel = 1;
+  for (std::int64_t d : shape) view.numel *= d;
+  data.assign(static_cast<std::size_t>(view.numel), 0.0);
+  view.strides.assign(shape.size(), 1);
+  for (std::size_t k = shape.size(); k > 1; --k) {
+    view.strides[k - 2] = view.strides[k - 1] * (shape[k - 1] > 0 ? shape[k - 1] : 1);
+  }
+  view.base = reinterpret_cast<std::byte*>(data.data());
+}
+
+void GradBuffer::add(std::byte* p, double v) {
+  double x;
+  std::memcpy(&x, p, sizeof x);
+  x += v;
+  std::memcpy(p, &x, sizeof x);
+}
+
+void GradBuffer::store(const Tensor& grad) const {
+  expect_output_shape(grad, view.shape);
+  for_each_index(view.shape, [&](std::span<const std::int64_t> i) {
+    store_float(grad.dtype, grad.at(i), load_float(DType::kF64, view.at(i)));
+  });
+}
+
+std::optional<Tensor> grad_output(const Call& call, std::size_t i,
+                                  std::span<const std::int64_t> expected) {
+  if (i >= call.outputs.size() || call.outputs[i] == nullptr) return std::nullopt;
+  Tensor t = view(call.outputs[i], "gradient output " + std::to_string(i));
+  if (!std::equal(t.shape.begin(), t.shape.end(), expected.begin(), expected.end())) {
+    fail(DX_SHAPE_MISMATCH, "gradient output " + std::to_string(i) + " has shape " +
+                                shape_string(t.shape) + ", the forward input has " +
+                                shape_string(expected));
+  }
+  return t;
+}
+
+void zero_fill(const Tensor& t) {
+  for_each_index(t.shape, [&](std::span<const std::int64_t> i) {
+    std::memset(t.at(i), 0, size_of(t.dtype));  // all-zero bits are 0 / false in every dtype
+  });
+}
+
+double to_double_round_to_odd(std::int64_t v) {
+  const bool negative = v < 0;
+  std::uint64_t magnitude =
+      negative ? 0 - static_cast<std::uint64_t>(v) : static_cast<std::uint64_t>(v);
+  int shift = 0;
+  while ((magnitude >> shift) >= (std::uint64_t{1} << 53)) ++shift;
+  std::uint64_t kept = magnitude >> shift;
+  if (shift > 0 && (magnitude & ((std::uint64_t{1} << shift) - 1)) != 0) kept |= 1;
+  const double d = std::ldexp(static_cast<double>(kept), shift);  // exact
+  return negative ? -d : d;
+}
+
+std::int64_t saturating_int(double v, std::int64_t lo, std::int64_t hi) {
+  if (std::isnan(v)) return 0;
+  const double t = std::trunc(v);
+  // Compare in double: lo is exact (a power of two or small); hi may round up to 2^63, which
+  // is why the test is >= rather than >.
+  if (t <= static_cast<double>(lo)) return lo;
+  if (t >= static_cast<double>(hi)) return hi;
+  return static_cast<std::int64_t>(t);
+}
+
+void int_range(DType t, std::int64_t& lo, std::int64_t& hi) {
+  switch (t) {
+    case DType::kI64: lo = std::numeric_limits<std::int64_t>::min(); hi = std::numeric_limits<std::int64_t>::max(); return;
+    case DType::kI32: lo = std::numeric_limits<std::int32_t>::min(); hi = std::numeric_limits<std::int32_t>::max(); return;
+    case DType::kI16: lo = std::numeric_limits<std::int16_t>::min(); hi = std::numeric_limits<std::int16_t>::max(); return;
+    case DType::kI8: lo = std::numeric_limits<std::int8_t>::min(); hi = std::numeric_limits<std::int8_t>::max(); return;
+    case DType::kU8: lo = 0; hi = std::numeric_limits<std::uint8_t>::max(); return;
+    default: lo = 0; hi = 1; return;
+  }
+}
+
+void store_int_any(DType t, std::byte* p, std::int64_t v) {
+  if (!is_float(t)) {
+    store_int_wrapping(t, p, v);
+  } else if (t == DType::kF64) {
+    store_float(t, p, static_cast<double>(v));  // one rounding (i64 -> f64)
+  } else if (t == DType::kF32) {
+    const float f = static_cast<float>(v);  // one rounding (i64 -> f32)
+    std::memcpy(p, &f, sizeof f);
+  } else {
+    store_float(t, p, to_double_round_to_odd(v));  // round-to-odd, then once to f16/bf16
+  }
 }
 
 }  // namespace deepx::ref

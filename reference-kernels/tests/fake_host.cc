@@ -289,6 +289,15 @@ dx_attr_t attr_i64s(const char* name, const std::vector<std::int64_t>& values) {
   return a;
 }
 
+dx_attr_t attr_string(const char* name, const char* value) {
+  dx_attr_t a{};
+  a.name = name;
+  a.type = DX_ATTR_STRING;
+  a.count = static_cast<std::int64_t>(std::strlen(value));
+  a.value.str = value;
+  return a;
+}
+
 // ---- Reference -------------------------------------------------------------------------------
 
 Reference::Reference() {
@@ -301,7 +310,14 @@ const RegisteredKernel* Reference::find(const std::string& op, const std::vector
   std::vector<DLDataType> in, out;
   for (DType d : inputs) in.push_back(to_dlpack(d));
   for (DType d : outputs) out.push_back(to_dlpack(d));
-  const auto it = fake_.kernels.find(FakeHost::key(op, in, out) + "@" + std::to_string(kDLCPU));
+  auto it = fake_.kernels.find(FakeHost::key(op, in, out) + "@" + std::to_string(kDLCPU));
+  if (it == fake_.kernels.end() && !in.empty()) {
+    // A variadic kernel is keyed by its one shared input dtype.
+    it = fake_.kernels.find(FakeHost::key(op, {in[0]}, out) + "@" + std::to_string(kDLCPU));
+    if (it != fake_.kernels.end() && !(it->second.desc.flags & DX_KERNEL_FLAG_VARIADIC)) {
+      it = fake_.kernels.end();
+    }
+  }
   return it == fake_.kernels.end() ? nullptr : &it->second;
 }
 
@@ -311,8 +327,9 @@ Status Reference::call(const std::string& op, const std::vector<const TestTensor
   std::vector<DType> in_types, out_types;
   std::vector<const DLTensor*> in, out;
   for (const TestTensor* t : inputs) {
-    in_types.push_back(t->dtype());
-    in.push_back(t->dl());
+    // A null (optional) input is looked up with input 0's dtype.
+    in_types.push_back(t != nullptr ? t->dtype() : inputs[0]->dtype());
+    in.push_back(t != nullptr ? t->dl() : nullptr);
   }
   for (const TestTensor* t : outputs) {
     out_types.push_back(t->dtype());
@@ -323,9 +340,29 @@ Status Reference::call(const std::string& op, const std::vector<const TestTensor
   return call_raw(*k, in, out, attrs);
 }
 
+Status Reference::call_backward(const std::string& op,
+                                const std::vector<const TestTensor*>& output_grads,
+                                const std::vector<const TestTensor*>& fwd_inputs,
+                                const std::vector<const TestTensor*>& fwd_outputs,
+                                const std::vector<const TestTensor*>& input_grads,
+                                const std::vector<dx_attr_t>& attrs) {
+  std::vector<DType> in_types, out_types;
+  for (const TestTensor* t : fwd_inputs) in_types.push_back(t != nullptr ? t->dtype() : fwd_inputs[0]->dtype());
+  for (const TestTensor* t : fwd_outputs) out_types.push_back(t->dtype());
+  const RegisteredKernel* k = find(op, in_types, out_types);
+  if (k == nullptr) return Status{DX_NOT_FOUND, "no kernel for " + op};
+  if (k->desc.backward == nullptr) return Status{DX_NOT_FOUND, "no backward for " + op};
+  std::vector<const DLTensor*> in, out;
+  for (const TestTensor* t : output_grads) in.push_back(t->dl());
+  for (const TestTensor* t : fwd_inputs) in.push_back(t != nullptr ? t->dl() : nullptr);
+  for (const TestTensor* t : fwd_outputs) in.push_back(t->dl());
+  for (const TestTensor* t : input_grads) out.push_back(t == nullptr ? nullptr : t->dl());
+  return call_raw(*k, in, out, attrs, true);
+}
+
 Status Reference::call_raw(const RegisteredKernel& kernel, const std::vector<const DLTensor*>& inputs,
                            const std::vector<const DLTensor*>& outputs,
-                           const std::vector<dx_attr_t>& attrs) {
+                           const std::vector<dx_attr_t>& attrs, bool backward) {
   dx_kernel_call_t call{};
   call.struct_size = DX_STRUCT_SIZE(dx_kernel_call_t, host);
   call.kernel_data = kernel.desc.kernel_data;
@@ -337,7 +374,7 @@ Status Reference::call_raw(const RegisteredKernel& kernel, const std::vector<con
   call.num_attrs = static_cast<int32_t>(attrs.size());
   call.stream = nullptr;
   call.host = fake_.host();
-  return take(fake_.host(), kernel.desc.forward(&call));
+  return take(fake_.host(), backward ? kernel.desc.backward(&call) : kernel.desc.forward(&call));
 }
 
 }  // namespace deepx::ref::testing

@@ -119,6 +119,7 @@ dx_attr_t attr_i64(const char* name, std::int64_t v);
 dx_attr_t attr_bool(const char* name, bool v);
 dx_attr_t attr_f64(const char* name, double v);
 dx_attr_t attr_i64s(const char* name, const std::vector<std::int64_t>& values);
+dx_attr_t attr_string(const char* name, const char* value);  // borrows `value`
 
 // Host fixture with the reference kernels registered through deepx_reference_register.
 class Reference {
@@ -126,12 +127,22 @@ class Reference {
   Reference();
   FakeHost& fake() { return fake_; }
   // Finds the kernel for op and the dtypes of the tensors and calls its forward through a
-  // dx_kernel_call_t. DX_NOT_FOUND when no kernel has that signature.
+  // dx_kernel_call_t. DX_NOT_FOUND when no kernel has that signature. A null input (an absent
+  // optional input) is passed as a null tensor and looked up with input 0's dtype.
   Status call(const std::string& op, const std::vector<const TestTensor*>& inputs,
               const std::vector<const TestTensor*>& outputs, const std::vector<dx_attr_t>& attrs = {});
-  // Same, with raw DLTensors and an explicit kernel key.
+  // Same, with raw DLTensors and an explicit kernel key; `backward` calls desc.backward.
   Status call_raw(const RegisteredKernel& kernel, const std::vector<const DLTensor*>& inputs,
-                  const std::vector<const DLTensor*>& outputs, const std::vector<dx_attr_t>& attrs);
+                  const std::vector<const DLTensor*>& outputs, const std::vector<dx_attr_t>& attrs,
+                  bool backward = false);
+  // Calls the backward kernel of `op` for the forward signature (fwd_inputs -> fwd_outputs)
+  // with the convention of plugin.h: inputs = output gradients, forward inputs, forward outputs;
+  // outputs = input gradients (null = not wanted).
+  Status call_backward(const std::string& op, const std::vector<const TestTensor*>& output_grads,
+                       const std::vector<const TestTensor*>& fwd_inputs,
+                       const std::vector<const TestTensor*>& fwd_outputs,
+                       const std::vector<const TestTensor*>& input_grads,
+                       const std::vector<dx_attr_t>& attrs = {});
   const RegisteredKernel* find(const std::string& op, const std::vector<DType>& inputs,
                                const std::vector<DType>& outputs);
 

@@ -4,7 +4,9 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "deepx/reference/register.h"
@@ -56,37 +58,114 @@ TEST_F(Plugin, Descriptor) {
   EXPECT_NE(plugin_->shutdown, nullptr);
 }
 
-// The registration the brief specifies, spelled out independently of the plugin's table.
-std::set<std::string> expected_kernel_keys() {
+// The registration OPS.md specifies, spelled out independently of the plugin's table: every
+// kernel key, mapped to whether it has a backward kernel.
+std::map<std::string, bool> expected_kernels() {
   const std::vector<DType> F = kF, I = kI;
   std::vector<DType> all = F;
   all.insert(all.end(), I.begin(), I.end());
   all.push_back(DType::kBool);
-  std::set<std::string> keys;
-  const auto add = [&](const std::string& op, std::vector<DType> in, std::vector<DType> out) {
+  std::vector<DType> int_and_bool = I;
+  int_and_bool.push_back(DType::kBool);
+  const DType B = DType::kBool;
+  std::map<std::string, bool> keys;
+  const auto add = [&](const std::string& op, std::vector<DType> in, std::vector<DType> out,
+                       bool backward = false) {
     std::vector<DLDataType> i, o;
     for (DType d : in) i.push_back(to_dlpack(d));
     for (DType d : out) o.push_back(to_dlpack(d));
-    keys.insert(FakeHost::key(op, i, o) + "@" + std::to_string(kDLCPU));
+    keys[FakeHost::key(op, i, o) + "@" + std::to_string(kDLCPU)] = backward;
   };
-  for (const char* op : {"dx.add", "dx.sub", "dx.mul", "dx.div"}) {
-    for (DType d : F) add(op, {d, d}, {d});
+  for (const char* op : {"dx.add", "dx.sub", "dx.mul", "dx.div", "dx.maximum", "dx.minimum"}) {
+    for (DType d : F) add(op, {d, d}, {d}, true);
     for (DType d : I) add(op, {d, d}, {d});
   }
-  for (DType d : F) add("dx.neg", {d}, {d});
-  for (DType d : I) add("dx.neg", {d}, {d});
-  for (DType d : F) add("dx.exp", {d}, {d});
-  for (DType d : F) add("dx.relu", {d}, {d});
-  for (DType d : F) add("dx.sum", {d}, {d});
+  for (DType d : F) add("dx.pow", {d, d}, {d}, true);
+  for (const char* op : {"dx.eq", "dx.ne", "dx.lt", "dx.le", "dx.gt", "dx.ge"}) {
+    for (DType d : all) add(op, {d, d}, {B});
+  }
+  for (const char* op : {"dx.logical_and", "dx.logical_or", "dx.logical_xor"}) add(op, {B, B}, {B});
+  for (DType d : all) add("dx.where", {B, d, d}, {d}, d == DType::kF64 || d == DType::kF32 || d == DType::kF16 || d == DType::kBF16);
+  for (const char* op : {"dx.neg", "dx.abs", "dx.sign", "dx.clamp"}) {
+    for (DType d : F) add(op, {d}, {d}, true);
+    for (DType d : I) add(op, {d}, {d});
+  }
+  for (const char* op : {"dx.exp", "dx.relu", "dx.reciprocal", "dx.sqrt", "dx.rsqrt", "dx.expm1",
+                         "dx.log", "dx.log1p", "dx.sin", "dx.cos", "dx.tan", "dx.tanh", "dx.erf",
+                         "dx.sigmoid", "dx.silu", "dx.gelu"}) {
+    for (DType d : F) add(op, {d}, {d}, true);
+  }
+  for (const char* op : {"dx.floor", "dx.ceil", "dx.round"}) {
+    for (DType d : F) add(op, {d}, {d});
+  }
+  add("dx.logical_not", {B}, {B});
+  for (DType d : int_and_bool) add("dx.bitwise_not", {d}, {d});
+  for (DType from : all) {
+    for (DType to : all) {
+      const bool ff = std::find(F.begin(), F.end(), from) != F.end() &&
+                      std::find(F.begin(), F.end(), to) != F.end();
+      add("dx.cast", {from}, {to}, ff);
+    }
+  }
+  for (DType d : F) add("dx.sum", {d}, {d}, true);
   for (DType d : I) add("dx.sum", {d}, {DType::kI64});
-  for (DType d : F) add("dx.max", {d}, {d});
-  for (DType d : I) add("dx.max", {d}, {d});
-  for (DType d : F) add("dx.matmul", {d, d}, {d});
+  for (DType d : F) add("dx.mean", {d}, {d}, true);
+  for (DType d : I) add("dx.mean", {d}, {DType::kF64});
+  for (DType d : F) add("dx.prod", {d}, {d}, true);
+  for (DType d : I) add("dx.prod", {d}, {DType::kI64});
+  for (const char* op : {"dx.max", "dx.min"}) {
+    for (DType d : F) add(op, {d}, {d}, true);
+    for (DType d : I) add(op, {d}, {d});
+  }
+  for (const char* op : {"dx.argmax", "dx.argmin"}) {
+    for (DType d : F) add(op, {d}, {DType::kI64});
+    for (DType d : I) add(op, {d}, {DType::kI64});
+  }
+  for (DType d : F) add("dx.matmul", {d, d}, {d}, true);
   add("dx.matmul", {DType::kI8, DType::kI8}, {DType::kI32});
-  for (DType d : F) add("dx.softmax", {d}, {d});
-  for (DType d : all) add("dx.transpose", {d}, {d});
-  for (DType d : all) add("dx.copy", {d}, {d});
+  for (DType d : F) add("dx.softmax", {d}, {d}, true);
+  for (DType d : F) {
+    add("dx.log_softmax", {d}, {d}, true);
+    add("dx.linear", {d, d, d}, {d}, true);
+    add("dx.layer_norm", {d, d, d}, {d, d, d}, true);
+    add("dx.rms_norm", {d, d}, {d}, true);
+    add("dx.embedding", {d, DType::kI32}, {d}, true);
+    add("dx.embedding", {d, DType::kI64}, {d}, true);
+    add("dx.cross_entropy", {d, DType::kI64}, {d}, true);
+    add("dx.conv2d", {d, d, d}, {d}, true);
+    add("dx.max_pool2d", {d}, {d}, true);
+    add("dx.avg_pool2d", {d}, {d}, true);
+    add("dx.batch_norm", {d, d, d, d, d}, {d}, true);
+    add("dx.scaled_dot_product_attention", {d, d, d, d}, {d}, true);
+    add("dx.scaled_dot_product_attention", {d, d, d, DType::kBool}, {d}, true);
+  }
+  for (DType d : all) add("dx.transpose", {d}, {d}, is_float(d));
+  for (DType d : all) add("dx.copy", {d}, {d}, is_float(d));
   for (DType d : all) add("dx.fill", {}, {d});
+  for (const char* op : {"dx.reshape", "dx.broadcast_to", "dx.slice", "dx.pad", "dx.tile"}) {
+    for (DType d : all) add(op, {d}, {d}, is_float(d));
+  }
+  for (DType d : all) {
+    add("dx.concat", {d}, {d}, is_float(d));  // variadic: one shared input dtype
+    for (int n = 1; n <= 8; ++n) add("dx.split", {d}, std::vector<DType>(n, d), is_float(d));
+    add("dx.index_select", {d, DType::kI32}, {d}, is_float(d));
+    add("dx.index_select", {d, DType::kI64}, {d}, is_float(d));
+    add("dx.gather", {d, DType::kI64}, {d}, is_float(d));
+    if (d != B) add("dx.scatter_add", {d, DType::kI64, d}, {d}, is_float(d));
+  }
+  for (DType d : F) add("dx.arange", {}, {d});
+  for (DType d : I) add("dx.arange", {}, {d});
+  for (DType d : F) {
+    add("dx.uniform", {}, {d});
+    add("dx.normal", {}, {d});
+    add("dx.dropout", {d}, {d, B}, true);
+  }
+  return keys;
+}
+
+std::set<std::string> expected_kernel_keys() {
+  std::set<std::string> keys;
+  for (const auto& [key, backward] : expected_kernels()) keys.insert(key);
   return keys;
 }
 
@@ -101,14 +180,15 @@ TEST_F(Plugin, InitRegistersEveryKernelAndTheMemorySpace) {
     got.insert(key);
     EXPECT_EQ(kernel.desc.device_type, kDLCPU) << key;
     EXPECT_TRUE(kernel.desc.flags & DX_KERNEL_FLAG_DETERMINISTIC) << key;
-    EXPECT_FALSE(kernel.desc.flags & DX_KERNEL_FLAG_VARIADIC) << key;
+    EXPECT_EQ((kernel.desc.flags & DX_KERNEL_FLAG_VARIADIC) != 0, key.rfind("dx.concat(", 0) == 0) << key;
     EXPECT_NE(kernel.desc.forward, nullptr) << key;
-    EXPECT_EQ(kernel.desc.backward, nullptr) << key;
+    static const auto expected = expected_kernels();
+    EXPECT_EQ(kernel.desc.backward != nullptr, expected.count(key) && expected.at(key)) << key;
     EXPECT_EQ(kernel.desc.struct_size, DX_STRUCT_SIZE(dx_kernel_desc_t, cost)) << key;
   }
   EXPECT_EQ(got, expected_kernel_keys());
-  EXPECT_EQ(got.size(), 110u);
-  EXPECT_EQ(deepx_reference_kernel_count(), 110);
+  EXPECT_EQ(got.size(), 704u);
+  EXPECT_EQ(deepx_reference_kernel_count(), 704);
 
   ASSERT_EQ(fake.spaces.size(), 1u);
   const RegisteredSpace& space = fake.spaces[0];

@@ -5,6 +5,7 @@
 // their strides and byte_offset honoured, and floating values are computed in f64.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -123,17 +124,37 @@ struct Call {
 // Attribute readers: the default when unset, DX_INVALID_ARGUMENT for a wrong type.
 bool attr_bool(const Call& call, int slot, const char* name, bool fallback);
 std::int64_t attr_i64(const Call& call, int slot, const char* name, std::int64_t fallback);
+// An f64 attribute (an i64 one is converted); nullopt when unset.
+std::optional<double> attr_f64(const Call& call, int slot, const char* name);
+// A string attribute; nullopt when unset.
+std::optional<std::string> attr_string(const Call& call, int slot, const char* name);
 // An i64 array attribute (a scalar i64 counts as a one-element array); nullopt when unset.
 std::optional<std::vector<std::int64_t>> attr_i64_list(const Call& call, int slot,
                                                        const char* name);
 
-// One registered kernel: an op, its dtype signature, and the C++ function computing it.
+// One registered kernel: an op, its dtype signature, the C++ function computing it and, for a
+// differentiable op, the one computing its gradients.
+//
+// Backward calling convention (the `backward` slot of dx_kernel_desc_t, see plugin.h): for an
+// op with n inputs and m outputs, `inputs` are the m output gradients (dtypes of the forward
+// outputs), then the n forward inputs, then the m forward outputs; `outputs` are the n input
+// gradients (dtypes of the forward inputs), where a null entry means "not wanted". Attributes
+// are the forward ones. Gradients are accumulated in f64 and rounded once; gradients of
+// broadcast inputs are summed back to the input's shape. A requested gradient of an input that
+// has none (a bool condition, integer indices) is filled with zeros.
 struct KernelEntry {
   const char* op;
   std::vector<DType> inputs;
   std::vector<DType> outputs;
   void (*compute)(const Call& call);
   dx_kernel_flags_t flags;
+  void (*backward)(const Call& call) = nullptr;
+  // Bit i set: input i is optional and may be a null tensor (dx.linear's bias, the norms'
+  // weight and bias). A null optional input has no gradient (its gradient output must be null).
+  std::uint32_t optional_inputs = 0;
+  // Variadic inputs (dx.concat): `inputs` holds the one shared dtype and the kernel takes one
+  // or more inputs (DX_KERNEL_FLAG_VARIADIC).
+  bool variadic = false;
 };
 
 // Every reference kernel; built once, static storage (kernel_data points into it).
@@ -142,6 +163,42 @@ const std::vector<KernelEntry>& kernel_table();
 // Checks arity and dtypes of `call` against `entry` (DX_INVALID_ARGUMENT on mismatch) and runs
 // it; throws Error on failure.
 void run_kernel(const KernelEntry& entry, const Call& call);
+// Same for the backward kernel (arity and dtypes of the backward convention above).
+void run_backward(const KernelEntry& entry, const Call& call);
+
+// ---- gradient helpers -------------------------------------------------------------------------
+
+// An f64 accumulation buffer shaped like a forward input: backward kernels add partial
+// gradients into `view` (compact f64, same shape; broadcast_to(view, ...) reaches it through a
+// broadcast) and store it once, rounded, into the gradient output.
+struct GradBuffer {
+  std::vector<double> data;
+  Tensor view;
+  explicit GradBuffer(std::span<const std::int64_t> shape);
+  GradBuffer(const GradBuffer&) = delete;
+  GradBuffer& operator=(const GradBuffer&) = delete;
+  static void add(std::byte* p, double v);  // *p (an f64 in a GradBuffer) += v
+  void store(const Tensor& grad) const;     // rounds once into `grad` (same shape)
+};
+// The gradient output `i` of a backward call, or nullopt when not wanted; DX_SHAPE_MISMATCH
+// unless it has the shape `expected`.
+std::optional<Tensor> grad_output(const Call& call, std::size_t i,
+                                  std::span<const std::int64_t> expected);
+// Fills a (non-differentiable input's) gradient with zeros.
+void zero_fill(const Tensor& t);
+
+// Float -> integer: truncate toward zero, saturate to [lo, hi], NaN -> 0.
+std::int64_t saturating_int(double v, std::int64_t lo, std::int64_t hi);
+// The value range of an integer dtype (bool: 0..1).
+void int_range(DType t, std::int64_t& lo, std::int64_t& hi);
+// i64 -> f64 rounded to odd (exact below 2^53), so a second rounding to f16/bf16 is correct.
+double to_double_round_to_odd(std::int64_t v);
+// Encodes a value attribute (dx.fill's `value`, dx.pad's `value`) as one element of `t`: an i64
+// exactly (wrapping; rounded once to F), an f64 converted (ints: truncate, saturate, NaN -> 0;
+// bool: != 0); unset = 0.
+void encode_value(const Call& call, int slot, const char* name, DType t, std::byte* bytes);
+// Stores the integer `v` into any dtype: F rounds once, I wraps, bool is v != 0.
+void store_int_any(DType t, std::byte* p, std::int64_t v);
 
 // ---- the kernels (each validates shapes and attributes, throws Error) -------------------------
 void add(const Call& call);
@@ -158,5 +215,143 @@ void softmax(const Call& call);
 void transpose(const Call& call);
 void copy(const Call& call);
 void fill(const Call& call);
+
+// Group 2: elementwise.
+void abs(const Call& call);
+void sign(const Call& call);
+void reciprocal(const Call& call);
+void sqrt(const Call& call);
+void rsqrt(const Call& call);
+void expm1(const Call& call);
+void log(const Call& call);
+void log1p(const Call& call);
+void sin(const Call& call);
+void cos(const Call& call);
+void tan(const Call& call);
+void tanh(const Call& call);
+void erf(const Call& call);
+void sigmoid(const Call& call);
+void silu(const Call& call);
+void gelu(const Call& call);
+void floor(const Call& call);
+void ceil(const Call& call);
+void round(const Call& call);
+void clamp(const Call& call);
+void pow(const Call& call);
+void maximum(const Call& call);
+void minimum(const Call& call);
+void cast(const Call& call);
+void logical_not(const Call& call);
+void bitwise_not(const Call& call);
+void eq(const Call& call);
+void ne(const Call& call);
+void lt(const Call& call);
+void le(const Call& call);
+void gt(const Call& call);
+void ge(const Call& call);
+void logical_and(const Call& call);
+void logical_or(const Call& call);
+void logical_xor(const Call& call);
+void where(const Call& call);
+
+// Group 3: reductions.
+void mean(const Call& call);
+void prod(const Call& call);
+void min(const Call& call);
+void argmax(const Call& call);
+void argmin(const Call& call);
+
+// Group 4: nn ops, data movement, creation and random.
+void log_softmax(const Call& call);
+void linear(const Call& call);
+void layer_norm(const Call& call);
+void rms_norm(const Call& call);
+void embedding(const Call& call);
+void cross_entropy(const Call& call);
+void log_softmax_backward(const Call& call);
+void linear_backward(const Call& call);
+void layer_norm_backward(const Call& call);
+void rms_norm_backward(const Call& call);
+void embedding_backward(const Call& call);
+void cross_entropy_backward(const Call& call);
+
+void reshape(const Call& call);
+void broadcast_to_op(const Call& call);
+void concat(const Call& call);
+void split(const Call& call);
+void slice(const Call& call);
+void index_select(const Call& call);
+void gather(const Call& call);
+void scatter_add(const Call& call);
+void pad(const Call& call);
+void tile(const Call& call);
+void arange(const Call& call);
+void conv2d(const Call& call);
+void conv2d_backward(const Call& call);
+void max_pool2d(const Call& call);
+void max_pool2d_backward(const Call& call);
+void avg_pool2d(const Call& call);
+void avg_pool2d_backward(const Call& call);
+void batch_norm(const Call& call);
+void batch_norm_backward(const Call& call);
+void scaled_dot_product_attention(const Call& call);
+void scaled_dot_product_attention_backward(const Call& call);
+void uniform(const Call& call);
+void normal(const Call& call);
+void dropout(const Call& call);
+void dropout_backward(const Call& call);
+// Philox-4x32-10 (Random123): 10 rounds on a 128-bit counter with a 64-bit key.
+std::array<std::uint32_t, 4> philox4x32_10(std::array<std::uint32_t, 4> counter,
+                                           std::array<std::uint32_t, 2> key);
+void reshape_backward(const Call& call);
+void broadcast_to_backward(const Call& call);
+void concat_backward(const Call& call);
+void split_backward(const Call& call);
+void slice_backward(const Call& call);
+void index_select_backward(const Call& call);
+void gather_backward(const Call& call);
+void scatter_add_backward(const Call& call);
+void pad_backward(const Call& call);
+void tile_backward(const Call& call);
+
+// Backward kernels (the convention is documented at KernelEntry).
+void add_backward(const Call& call);
+void sub_backward(const Call& call);
+void mul_backward(const Call& call);
+void div_backward(const Call& call);
+void pow_backward(const Call& call);
+void maximum_backward(const Call& call);
+void minimum_backward(const Call& call);
+void where_backward(const Call& call);
+void neg_backward(const Call& call);
+void exp_backward(const Call& call);
+void relu_backward(const Call& call);
+void abs_backward(const Call& call);
+void sign_backward(const Call& call);
+void reciprocal_backward(const Call& call);
+void sqrt_backward(const Call& call);
+void rsqrt_backward(const Call& call);
+void expm1_backward(const Call& call);
+void log_backward(const Call& call);
+void log1p_backward(const Call& call);
+void sin_backward(const Call& call);
+void cos_backward(const Call& call);
+void tan_backward(const Call& call);
+void tanh_backward(const Call& call);
+void erf_backward(const Call& call);
+void sigmoid_backward(const Call& call);
+void silu_backward(const Call& call);
+void gelu_backward(const Call& call);
+void clamp_backward(const Call& call);
+void cast_backward(const Call& call);
+void sum_backward(const Call& call);
+void mean_backward(const Call& call);
+void prod_backward(const Call& call);
+void max_backward(const Call& call);
+void min_backward(const Call& call);
+void matmul_backward(const Call& call);
+void softmax_backward(const Call& call);
+void transpose_backward(const Call& call);
+void copy_backward(const Call& call);
 
 }  // namespace deepx::ref

@@ -1,0 +1,566 @@
+// Shape and data-movement ops (bit-exact: element bytes are moved unchanged) and their
+// gradients (F dtypes; accumulated in f64 and rounded once): dx.reshape, dx.broadcast_to,
+// dx.concat (variadic), dx.split (1 to 8 outputs), dx.slice, dx.index_select, dx.gather,
+// dx.scatter_add, dx.pad, dx.tile, and the creation op dx.arange.
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "deepx/reference/kernels.hpp"
+
+namespace deepx::ref {
+namespace {
+
+void move_bytes(const Tensor& out, std::span<const std::int64_t> oi, const Tensor& in,
+                std::span<const std::int64_t> ii) {
+  std::memmove(out.at(oi), in.at(ii), size_of(in.dtype));
+}
+
+// Normalises an axis attribute (slot 0, "axis", default `fallback`) for rank `rank`.
+std::size_t axis_attr(const Call& call, std::size_t rank, std::int64_t fallback, const char* op) {
+  const std::int64_t axis = attr_i64(call, 0, "axis", fallback);
+  const auto r = static_cast<std::int64_t>(rank);
+  const std::int64_t normal = axis < 0 ? axis + r : axis;
+  if (normal < 0 || normal >= r) {
+    fail(DX_OUT_OF_RANGE, std::string(op) + ": axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  }
+  return static_cast<std::size_t>(normal);
+}
+
+// Row-major multi-index of flat position `flat` in `shape`.
+void unflatten(std::int64_t flat, std::span<const std::int64_t> shape, std::vector<std::int64_t>& index) {
+  index.resize(shape.size());
+  for (std::size_t k = shape.size(); k-- > 0;) {
+    index[k] = flat % shape[k];
+    flat /= shape[k];
+  }
+}
+
+// The gradient of a movement op: dx[src(i)] += dy[i] for each output index i, where
+// `source(out_index, in_index)` fills the input index (and returns false to skip, e.g. padding).
+template <typename Source>
+void movement_backward(const Tensor& dy, const Tensor& x, const std::optional<Tensor>& dx, Source source) {
+  if (!dx) return;
+  GradBuffer buf(x.shape);
+  std::vector<std::int64_t> in_index(x.rank());
+  for_each_index(dy.shape, [&](std::span<const std::int64_t> i) {
+    if (source(i, in_index)) GradBuffer::add(buf.view.at(in_index), load_float(dy.dtype, dy.at(i)));
+  });
+  buf.store(*dx);
+}
+
+// ---- slice ----
+struct SlicePlan {
+  std::vector<std::int64_t> start, step, out_shape;
+};
+SlicePlan plan_slice(const Call& call, const Tensor& x) {
+  const std::size_t r = x.rank();
+  const auto starts = attr_i64_list(call, 0, "starts").value_or(std::vector<std::int64_t>{});
+  const auto stops = attr_i64_list(call, 1, "stops").value_or(std::vector<std::int64_t>{});
+  const auto steps = attr_i64_list(call, 2, "steps").value_or(std::vector<std::int64_t>{});
+  if (starts.size() > r || stops.size() > r || steps.size() > r) {
+    fail(DX_INVALID_ARGUMENT, "dx.slice: more starts/stops/steps than axes (rank " + std::to_string(r) + ")");
+  }
+  SlicePlan p;
+  for (std::size_t k = 0; k < r; ++k) {
+    const std::int64_t n = x.shape[k];
+    const std::int64_t step = k < steps.size() ? steps[k] : 1;
+    if (step <= 0) fail(DX_INVALID_ARGUMENT, "dx.slice: steps must be positive");
+    // Python slicing: negative counts from the end, then clamped to [0, n].
+    const auto clamp_bound = [n](std::int64_t v) {
+      if (v < 0) v += n;
+      return v < 0 ? 0 : (v > n ? n : v);
+    };
+    const std::int64_t start = k < starts.size() ? clamp_bound(starts[k]) : 0;
+    const std::int64_t stop = k < stops.size() ? clamp_bound(stops[k]) : n;
+    p.start.push_back(start);
+    p.step.push_back(step);
+    p.out_shape.push_back(stop > start ? (stop - start + step - 1) / step : 0);
+  }
+  return p;
+}
+
+// ---- pad ----
+struct PadPlan {
+  std::vector<std::int64_t> before, out_shape;
+};
+PadPlan plan_pad(const Call& call, const Tensor& x) {
+  const auto pads = attr_i64_list(call, 0, "pads").value_or(std::vector<std::int64_t>{});
+  const std::size_t r = x.rank();
+  if (pads.size() != 2 * r && !pads.empty()) {
+    fail(DX_INVALID_ARGUMENT, "dx.pad: pads needs 2 entries (before, after) per axis, got " + std::to_string(pads.size()));
+  }
+  PadPlan p;
+  for (std::size_t k = 0; k < r; ++k) {
+    const std::int64_t b = pads.empty() ? 0 : pads[2 * k], a = pads.empty() ? 0 : pads[2 * k + 1];
+    if (b < 0 || a < 0) fail(DX_INVALID_ARGUMENT, "dx.pad: pads must be non-negative");
+    p.before.push_back(b);
+    p.out_shape.push_back(x.shape[k] + b + a);
+  }
+  return p;
+}
+
+// ---- tile ----
+struct TilePlan {
+  Tensor x;  // viewed with leading 1-dims to the output rank
+  std::vector<std::int64_t> out_shape;
+  std::size_t lead = 0;  // dims prepended to x
+};
+TilePlan plan_tile(const Call& call, const Tensor& x) {
+  std::vector<std::int64_t> reps = attr_i64_list(call, 0, "repeats").value_or(std::vector<std::int64_t>{});
+  for (std::int64_t v : reps) {
+    if (v < 0) fail(DX_INVALID_ARGUMENT, "dx.tile: repeats must be non-negative");
+  }
+  TilePlan p;
+  const std::size_t r = std::max(reps.size(), x.rank());
+  reps.insert(reps.begin(), r - reps.size(), 1);
+  p.lead = r - x.rank();
+  p.x = x;
+  p.x.shape.insert(p.x.shape.begin(), p.lead, 1);
+  p.x.strides.insert(p.x.strides.begin(), p.lead, 0);
+  for (std::size_t k = 0; k < r; ++k) p.out_shape.push_back(p.x.shape[k] * reps[k]);
+  return p;
+}
+
+// Checks the index tensors of index_select / gather / scatter_add before anything is written.
+void check_indices(const Tensor& idx, std::int64_t limit, const char* op) {
+  for_each_index(idx.shape, [&](std::span<const std::int64_t> i) {
+    const std::int64_t v = load_int(idx.dtype, idx.at(i));
+    if (v < 0 || v >= limit) {
+      fail(DX_OUT_OF_RANGE, std::string(op) + ": index " + std::to_string(v) + " at " + shape_string(i) +
+                                " is outside [0, " + std::to_string(limit) + ")");
+    }
+  });
+}
+
+// gather / scatter_add shape rule (torch): same rank; idx.shape[d] <= x.shape[d] for d != axis.
+void check_gather_shapes(const Tensor& x, const Tensor& idx, std::size_t axis, const char* op) {
+  if (idx.rank() != x.rank()) fail(DX_SHAPE_MISMATCH, std::string(op) + ": index rank differs from the input's");
+  for (std::size_t d = 0; d < x.rank(); ++d) {
+    if (d != axis && idx.shape[d] > x.shape[d]) {
+      fail(DX_SHAPE_MISMATCH, std::string(op) + ": index shape " + shape_string(idx.shape) + " exceeds input " + shape_string(x.shape));
+    }
+  }
+}
+
+}  // namespace
+
+void reshape(const Call& call) {
+  // Elements in row-major order, into the output's shape (same element count).
+  const Tensor x = view(call.inputs[0], "input 0");
+  const Tensor y = view(call.outputs[0], "output 0");
+  if (x.numel != y.numel) {
+    fail(DX_SHAPE_MISMATCH, "dx.reshape: " + shape_string(x.shape) + " and " + shape_string(y.shape) + " differ in size");
+  }
+  std::vector<std::int64_t> xi;
+  std::int64_t flat = 0;
+  for_each_index(y.shape, [&](std::span<const std::int64_t> yi) {
+    unflatten(flat++, x.shape, xi);
+    move_bytes(y, yi, x, xi);
+  });
+}
+
+void reshape_backward(const Call& call) {
+  const Tensor dy = view(call.inputs[0], "output gradient 0");
+  const Tensor x = view(call.inputs[1], "forward input 0");
+  if (dy.numel != x.numel) fail(DX_SHAPE_MISMATCH, "dx.reshape backward: sizes differ");
+  std::int64_t flat = 0;
+  movement_backward(dy, x, grad_output(call, 0, x.shape), [&](std::span<const std::int64_t>, std::vector<std::int64_t>& xi) {
+    unflatten(flat++, x.shape, xi);
+    return true;
+  });
+}
+
+void broadcast_to_op(const Call& call) {
+  const Tensor x = view(call.inputs[0], "input 0");
+  const Tensor y = view(call.outputs[0], "output 0");
+  if (const auto shape = attr_i64_list(call, 0, "shape")) expect_output_shape(y, *shape);
+  if (y.rank() < x.rank() || broadcast_shapes(x.shape, y.shape) != y.shape) {
+    fail(DX_SHAPE_MISMATCH, "dx.broadcast_to: " + shape_string(x.shape) + " does not broadcast to " + shape_string(y.shape));
+  }
+  const Tensor xb = broadcast_to(x, y.shape);
+  for_each_index(y.shape, [&](std::span<const std::int64_t> i) { move_bytes(y, i, xb, i); });
+}
+
+void broadcast_to_backward(const Call& call) {
+  const Tensor dy = view(call.inputs[0], "output gradient 0");
+  const Tensor x = view(call.inputs[1], "forward input 0");
+  if (dy.rank() < x.rank() || broadcast_shapes(x.shape, dy.shape) != dy.shape) {
+    fail(DX_SHAPE_MISMATCH, "dx.broadcast_to backward: shapes do not broadcast");
+  }
+  const std::size_t lead = dy.rank() - x.rank();
+  movement_backward(dy, x, grad_output(call, 0, x.shape), [&](std::span<const std::int64_t> i, std::vector<std::int64_t>& xi) {
+    for (std::size_t k = 0; k < x.rank(); ++k) xi[k] = x.shape[k] == 1 ? 0 : i[lead + k];
+    return true;
+  });
+}
+
+void concat(const Call& call) {
+  const Tensor first = view(call.inputs[0], "input 0");
+  const Tensor y = view(call.outputs[0], "output 0");
+  const std::size_t axis = axis_attr(call, first.rank(), 0, "dx.concat");
+  std::vector<Tensor> xs;
+  std::vector<std::int64_t> expected = first.shape;
+  expected[axis] = 0;
+  for (std::size_t i = 0; i < call.inputs.size(); ++i) {
+    xs.push_back(view(call.inputs[i], "input " + std::to_string(i)));
+    const Tensor& x = xs.back();
+    for (std::size_t d = 0; d < first.rank(); ++d) {
+      if (x.rank() != first.rank() || (d != axis && x.shape[d] != first.shape[d])) {
+        fail(DX_SHAPE_MISMATCH, "dx.concat: input " + std::to_string(i) + " " + shape_string(x.shape) +
+                                    " does not match " + shape_string(first.shape) + " off the axis");
+      }
+    }
+    expected[axis] += x.shape[axis];
+  }
+  expect_output_shape(y, expected);
+  std::int64_t base = 0;
+  std::vector<std::int64_t> yi;
+  for (const Tensor& x : xs) {
+    for_each_index(x.shape, [&](std::span<const std::int64_t> i) {
+      yi.assign(i.begin(), i.end());
+      yi[axis] += base;
+      move_bytes(y, yi, x, i);
+    });
+    base += x.shape[axis];
+  }
+}
+
+void concat_backward(const Call& call) {
+  // inputs: dy, x_0 .. x_{n-1}, y; outputs: dx_0 .. dx_{n-1}.
+  const std::size_t n = call.inputs.size() - 2;
+  const Tensor dy = view(call.inputs[0], "output gradient 0");
+  const Tensor first = view(call.inputs[1], "forward input 0");
+  const std::size_t axis = axis_attr(call, first.rank(), 0, "dx.concat");
+  std::int64_t base = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Tensor x = view(call.inputs[1 + i], "forward input " + std::to_string(i));
+    if (x.rank() != dy.rank()) fail(DX_SHAPE_MISMATCH, "dx.concat backward: rank mismatch");
+    const std::int64_t offset = base;
+    movement_backward(dy, x, grad_output(call, i, x.shape), [&](std::span<const std::int64_t> yi, std::vector<std::int64_t>& xi) {
+      if (yi[axis] < offset || yi[axis] >= offset + x.shape[axis]) return false;
+      xi.assign(yi.begin(), yi.end());
+      xi[axis] -= offset;
+      for (std::size_t d = 0; d < xi.size(); ++d) {
+        if (xi[d] >= x.shape[d]) return false;
+      }
+      return true;
+    });
+    base += x.shape[axis];
+  }
+  if (base != dy.shape[axis]) fail(DX_SHAPE_MISMATCH, "dx.concat backward: gradient shape disagrees with the inputs");
+}
+
+void split(const Call& call) {
+  // attrs: axis (default 0), sizes (one per output; unset = equal parts).
+  const Tensor x = view(call.inputs[0], "input 0");
+  const std::size_t axis = axis_attr(call, x.rank(), 0, "dx.split");
+  const std::size_t n = call.outputs.size();
+  std::vector<std::int64_t> sizes = attr_i64_list(call, 1, "sizes").value_or(std::vector<std::int64_t>{});
+  if (sizes.empty()) {
+    if (x.shape[axis] % static_cast<std::int64_t>(n) != 0) {
+      fail(DX_SHAPE_MISMATCH, "dx.split: axis of size " + std::to_string(x.shape[axis]) + " does not split into " + std::to_string(n) + " equal parts");
+    }
+    sizes.assign(n, x.shape[axis] / static_cast<std::int64_t>(n));
+  }
+  std::int64_t total = 0;
+  for (std::int64_t s : sizes) {
+    if (s < 0) fail(DX_INVALID_ARGUMENT, "dx.split: negative size");
+    total += s;
+  }
+  if (sizes.size() != n || total != x.shape[axis]) {
+    fail(DX_SHAPE_MISMATCH, "dx.split: sizes " + shape_string(sizes) + " do not split axis " + std::to_string(axis) + " of " + shape_string(x.shape) + " into " + std::to_string(n) + " outputs");
+  }
+  std::int64_t base = 0;
+  std::vector<std::int64_t> xi;
+  for (std::size_t o = 0; o < n; ++o) {
+    const Tensor y = view(call.outputs[o], "output " + std::to_string(o));
+    std::vector<std::int64_t> expected = x.shape;
+    expected[axis] = sizes[o];
+    expect_output_shape(y, expected);
+    for_each_index(y.shape, [&](std::span<const std::int64_t> i) {
+      xi.assign(i.begin(), i.end());
+      xi[axis] += base;
+      move_bytes(y, i, x, xi);
+    });
+    base += sizes[o];
+  }
+}
+
+void split_backward(const Call& call) {
+  // inputs: dy_0 .. dy_{m-1}, x, y_0 .. y_{m-1}; output dx (the dy's concatenated).
+  const std::size_t m = (call.inputs.size() - 1) / 2;
+  const Tensor x = view(call.inputs[m], "forward input 0");
+  const std::size_t axis = axis_attr(call, x.rank(), 0, "dx.split");
+  const std::optional<Tensor> dx = grad_output(call, 0, x.shape);
+  if (!dx) return;
+  GradBuffer buf(x.shape);
+  std::int64_t base = 0;
+  std::vector<std::int64_t> xi;
+  for (std::size_t o = 0; o < m; ++o) {
+    const Tensor dy = view(call.inputs[o], "output gradient " + std::to_string(o));
+    if (dy.rank() != x.rank()) fail(DX_SHAPE_MISMATCH, "dx.split backward: rank mismatch");
+    for_each_index(dy.shape, [&](std::span<const std::int64_t> i) {
+      xi.assign(i.begin(), i.end());
+      xi[axis] += base;
+      if (xi[axis] < x.shape[axis]) GradBuffer::add(buf.view.at(xi), load_float(dy.dtype, dy.at(i)));
+    });
+    base += dy.shape[axis];
+  }
+  if (base != x.shape[axis]) fail(DX_SHAPE_MISMATCH, "dx.split backward: gradients do not cover the input");
+  buf.store(*dx);
+}
+
+void slice(const Call& call) {
+  const Tensor x = view(call.inputs[0], "input 0");
+  const Tensor y = view(call.outputs[0], "output 0");
+  const SlicePlan p = plan_slice(call, x);
+  expect_output_shape(y, p.out_shape);
+  std::vector<std::int64_t> xi(x.rank());
+  for_each_index(y.shape, [&](std::span<const std::int64_t> i) {
+    for (std::size_t k = 0; k < xi.size(); ++k) xi[k] = p.start[k] + i[k] * p.step[k];
+    move_bytes(y, i, x, xi);
+  });
+}
+
+void slice_backward(const Call& call) {
+  const Tensor dy = view(call.inputs[0], "output gradient 0");
+  const Tensor x = view(call.inputs[1], "forward input 0");
+  const SlicePlan p = plan_slice(call, x);
+  expect_output_shape(dy, p.out_shape);
+  movement_backward(dy, x, grad_output(call, 0, x.shape), [&](std::span<const std::int64_t> i, std::vector<std::int64_t>& xi) {
+    for (std::size_t k = 0; k < xi.size(); ++k) xi[k] = p.start[k] + i[k] * p.step[k];
+    return true;
+  });
+}
+
+void index_select(const Call& call) {
+  // x, idx (1-D, i32/i64) -> x with dim `axis` replaced by len(idx).
+  const Tensor x = view(call.inputs[0], "input 0");
+  const Tensor idx = view(call.inputs[1], "input 1");
+  const Tensor y = view(call.outputs[0], "output 0");
+  const std::size_t axis = axis_attr(call, x.rank(), 0, "dx.index_select");
+  if (idx.rank() != 1) fail(DX_SHAPE_MISMATCH, "dx.index_select: indices must be 1-D");
+  std::vector<std::int64_t> expected = x.shape;
+  expected[axis] = idx.shape[0];
+  expect_output_shape(y, expected);
+  check_indices(idx, x.shape[axis], "dx.index_select");
+  std::vector<std::int64_t> xi, ii(1);
+  for_each_index(y.shape, [&](std::span<const std::int64_t> i) {
+    xi.assign(i.begin(), i.end());
+    ii[0] = i[axis];
+    xi[axis] = load_int(idx.dtype, idx.at(ii));
+    move_bytes(y, i, x, xi);
+  });
+}
+
+void index_select_backward(const Call& call) {
+  const Tensor dy = view(call.inputs[0], "output gradient 0");
+  const Tensor x = view(call.inputs[1], "forward input 0");
+  const Tensor idx = view(call.inputs[2], "forward input 1");
+  const std::size_t axis = axis_attr(call, x.rank(), 0, "dx.index_select");
+  if (idx.rank() != 1) fail(DX_SHAPE_MISMATCH, "dx.index_select: indices must be 1-D");
+  std::vector<std::int64_t> expected = x.shape;
+  expected[axis] = idx.shape[0];
+  expect_output_shape(dy, expected);
+  check_indices(idx, x.shape[axis], "dx.index_select");
+  std::vector<std::int64_t> ii(1);
+  movement_backward(dy, x, grad_output(call, 0, x.shape), [&](std::span<const std::int64_t> i, std::vector<std::int64_t>& xi) {
+    xi.assign(i.begin(), i.end());
+    ii[0] = i[axis];
+    xi[axis] = load_int(idx.dtype, idx.at(ii));
+    return true;
+  });
+  if (const auto didx = grad_output(call, 1, idx.shape)) zero_fill(*didx);
+}
+
+void gather(const Call& call) {
+  // torch.gather: y[i] = x[i with i[axis] replaced by idx[i]]; y has idx's shape.
+  const Tensor x = view(call.inputs[0], "input 0");
+  const Tensor idx = view(call.inputs[1], "input 1");
+  const Tensor y = view(call.outputs[0], "output 0");
+  const std::size_t axis = axis_attr(call, x.rank(), 0, "dx.gather");
+  check_gather_shapes(x, idx, axis, "dx.gather");
+  expect_output_shape(y, idx.shape);
+  check_indices(idx, x.shape[axis], "dx.gather");
+  std::vector<std::int64_t> xi;
+  for_each_index(y.shape, [&](std::span<const std::int64_t> i) {
+    xi.assign(i.begin(), i.end());
+    xi[axis] = load_int(idx.dtype, idx.at(i));
+    move_bytes(y, i, x, xi);
+  });
+}
+
+void gather_backward(const Call& call) {
+  const Tensor dy = view(call.inputs[0], "output gradient 0");
+  const Tensor x = view(call.inputs[1], "forward input 0");
+  const Tensor idx = view(call.inputs[2], "forward input 1");
+  const std::size_t axis = axis_attr(call, x.rank(), 0, "dx.gather");
+  check_gather_shapes(x, idx, axis, "dx.gather");
+  expect_output_shape(dy, idx.shape);
+  check_indices(idx, x.shape[axis], "dx.gather");
+  movement_backward(dy, x, grad_output(call, 0, x.shape), [&](std::span<const std::int64_t> i, std::vector<std::int64_t>& xi) {
+    xi.assign(i.begin(), i.end());
+    xi[axis] = load_int(idx.dtype, idx.at(i));
+    return true;
+  });
+  if (const auto didx = grad_output(call, 1, idx.shape)) zero_fill(*didx);
+}
+
+void scatter_add(const Call& call) {
+  // y = x; y[i with i[axis] = idx[i]] += src[i] for every index i of idx (F: f64 sums rounded
+  // once per element; I: wrapping).
+  const Tensor x = view(call.inputs[0], "input 0");
+  const Tensor idx = view(call.inputs[1], "input 1");
+  const Tensor src = view(call.inputs[2], "input 2");
+  const Tensor y = view(call.outputs[0], "output 0");
+  const std::size_t axis = axis_attr(call, x.rank(), 0, "dx.scatter_add");
+  check_gather_shapes(x, idx, axis, "dx.scatter_add");
+  if (src.rank() != idx.rank()) fail(DX_SHAPE_MISMATCH, "dx.scatter_add: src rank differs from the index's");
+  for (std::size_t d = 0; d < idx.rank(); ++d) {
+    if (idx.shape[d] > src.shape[d]) fail(DX_SHAPE_MISMATCH, "dx.scatter_add: index shape exceeds src");
+  }
+  expect_output_shape(y, x.shape);
+  check_indices(idx, x.shape[axis], "dx.scatter_add");
+  // Accumulate in a buffer first (y may alias x).
+  std::vector<double> fsum(static_cast<std::size_t>(x.numel));
+  std::vector<std::uint64_t> isum(static_cast<std::size_t>(x.numel));
+  const auto flat_of = [&](std::span<const std::int64_t> i) {
+    std::int64_t f = 0;
+    for (std::size_t k = 0; k < i.size(); ++k) f = f * x.shape[k] + i[k];
+    return static_cast<std::size_t>(f);
+  };
+  for_each_index(x.shape, [&](std::span<const std::int64_t> i) {
+    if (is_float(x.dtype)) fsum[flat_of(i)] = load_float(x.dtype, x.at(i));
+    else isum[flat_of(i)] = static_cast<std::uint64_t>(load_int(x.dtype, x.at(i)));
+  });
+  std::vector<std::int64_t> yi;
+  for_each_index(idx.shape, [&](std::span<const std::int64_t> i) {
+    yi.assign(i.begin(), i.end());
+    yi[axis] = load_int(idx.dtype, idx.at(i));
+    if (is_float(x.dtype)) fsum[flat_of(yi)] += load_float(src.dtype, src.at(i));
+    else isum[flat_of(yi)] += static_cast<std::uint64_t>(load_int(src.dtype, src.at(i)));
+  });
+  for_each_index(x.shape, [&](std::span<const std::int64_t> i) {
+    if (is_float(x.dtype)) store_float(y.dtype, y.at(i), fsum[flat_of(i)]);
+    else store_int_wrapping(y.dtype, y.at(i), static_cast<std::int64_t>(isum[flat_of(i)]));
+  });
+}
+
+void scatter_add_backward(const Call& call) {
+  // inputs: dy, x, idx, src, y; outputs: dx = dy, didx (zeros), dsrc = gather(dy, idx) on idx's
+  // extent (0 beyond it).
+  const Tensor dy = view(call.inputs[0], "output gradient 0");
+  const Tensor x = view(call.inputs[1], "forward input 0");
+  const Tensor idx = view(call.inputs[2], "forward input 1");
+  const Tensor src = view(call.inputs[3], "forward input 2");
+  const std::size_t axis = axis_attr(call, x.rank(), 0, "dx.scatter_add");
+  check_gather_shapes(x, idx, axis, "dx.scatter_add");
+  expect_output_shape(dy, x.shape);
+  check_indices(idx, x.shape[axis], "dx.scatter_add");
+  movement_backward(dy, x, grad_output(call, 0, x.shape), [&](std::span<const std::int64_t> i, std::vector<std::int64_t>& xi) {
+    xi.assign(i.begin(), i.end());
+    return true;
+  });
+  if (const auto didx = grad_output(call, 1, idx.shape)) zero_fill(*didx);
+  if (const auto dsrc = grad_output(call, 2, src.shape)) {
+    GradBuffer buf(src.shape);
+    std::vector<std::int64_t> yi;
+    for_each_index(idx.shape, [&](std::span<const std::int64_t> i) {
+      yi.assign(i.begin(), i.end());
+      yi[axis] = load_int(idx.dtype, idx.at(i));
+      GradBuffer::add(buf.view.at(i), load_float(dy.dtype, dy.at(yi)));
+    });
+    buf.store(*dsrc);
+  }
+}
+
+void pad(const Call& call) {
+  // pads = (before_0, after_0, before_1, after_1, ...), non-negative; value as dx.fill's.
+  const Tensor x = view(call.inputs[0], "input 0");
+  const Tensor y = view(call.outputs[0], "output 0");
+  const PadPlan p = plan_pad(call, x);
+  expect_output_shape(y, p.out_shape);
+  std::byte fill_value[8];
+  encode_value(call, 1, "value", y.dtype, fill_value);
+  std::vector<std::int64_t> xi(x.rank());
+  for_each_index(y.shape, [&](std::span<const std::int64_t> i) {
+    bool inside = true;
+    for (std::size_t k = 0; k < xi.size(); ++k) {
+      xi[k] = i[k] - p.before[k];
+      inside = inside && xi[k] >= 0 && xi[k] < x.shape[k];
+    }
+    if (inside) move_bytes(y, i, x, xi);
+    else std::memcpy(y.at(i), fill_value, size_of(y.dtype));
+  });
+}
+
+void pad_backward(const Call& call) {
+  const Tensor dy = view(call.inputs[0], "output gradient 0");
+  const Tensor x = view(call.inputs[1], "forward input 0");
+  const PadPlan p = plan_pad(call, x);
+  expect_output_shape(dy, p.out_shape);
+  movement_backward(dy, x, grad_output(call, 0, x.shape), [&](std::span<const std::int64_t> i, std::vector<std::int64_t>& xi) {
+    for (std::size_t k = 0; k < xi.size(); ++k) {
+      xi[k] = i[k] - p.before[k];
+      if (xi[k] < 0 || xi[k] >= x.shape[k]) return false;
+    }
+    return true;
+  });
+}
+
+void tile(const Call& call) {
+  // numpy.tile / torch.tile: repeats shorter than the rank are padded with leading 1s, longer
+  // ones prepend dims of size 1 to x.
+  const Tensor x = view(call.inputs[0], "input 0");
+  const Tensor y = view(call.outputs[0], "output 0");
+  const TilePlan p = plan_tile(call, x);
+  expect_output_shape(y, p.out_shape);
+  std::vector<std::int64_t> xi(p.x.rank());
+  for_each_index(y.shape, [&](std::span<const std::int64_t> i) {
+    for (std::size_t k = 0; k < xi.size(); ++k) xi[k] = i[k] % p.x.shape[k];
+    move_bytes(y, i, p.x, xi);
+  });
+}
+
+void tile_backward(const Call& call) {
+  const Tensor dy = view(call.inputs[0], "output gradient 0");
+  const Tensor x = view(call.inputs[1], "forward input 0");
+  const TilePlan p = plan_tile(call, x);
+  expect_output_shape(dy, p.out_shape);
+  movement_backward(dy, x, grad_output(call, 0, x.shape), [&](std::span<const std::int64_t> i, std::vector<std::int64_t>& xi) {
+    for (std::size_t k = 0; k < x.rank(); ++k) xi[k] = i[p.lead + k] % x.shape[k];
+    return true;
+  });
+}
+
+void arange(const Call& call) {
+  // out[flat i] = start + i * step (the output's shape gives the length; row-major order).
+  // F: computed in f64, rounded once. I: with i64 start and step, exact wrapping arithmetic;
+  // with an f64 start or step, computed in f64 and converted (truncate, saturate).
+  const Tensor y = view(call.outputs[0], "output 0");
+  const dx_attr_t* start_attr = call.attr(0, "start");
+  const dx_attr_t* step_attr = call.attr(1, "step");
+  const bool exact = (start_attr == nullptr || start_attr->type == DX_ATTR_I64) &&
+                     (step_attr == nullptr || step_attr->type == DX_ATTR_I64);
+  const double start = attr_f64(call, 0, "start").value_or(0.0);
+  const double step = attr_f64(call, 1, "step").value_or(1.0);
+  const std::int64_t istart = exact && start_attr != nullptr ? start_attr->value.i64 : 0;
+  const std::int64_t istep = exact && step_attr != nullptr ? step_attr->value.i64 : 1;
+  std::int64_t lo = 0, hi = 0;
+  int_range(y.dtype, lo, hi);
+  std::int64_t flat = 0;
+  for_each_index(y.shape, [&](std::span<const std::int64_t> i) {
+    const std::int64_t n = flat++;
+    if (is_float(y.dtype)) {
+      store_float(y.dtype, y.at(i), start + static_cast<double>(n) * step);
+    } else if (exact) {
+      const std::uint64_t v = static_cast<std::uint64_t>(istart) + static_cast<std::uint64_t>(n) * static_cast<std::uint64_t>(istep);
+      store_int_wrapping(y.dtype, y.at(i), static_cast<std::int64_t>(v));
+    } else {
+      store_int_wrapping(y.dtype, y.at(i), saturating_int(start + static_cast<double>(n) * step, lo, hi));
+    }
+  });
+}
+
+}  // namespace deepx::ref
