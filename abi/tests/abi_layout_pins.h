@@ -110,6 +110,7 @@
   DX_PIN(dx_runtime_options_t, struct_size, 0) \
   DX_PIN(dx_runtime_options_t, flags, 8) \
   DX_PIN(dx_runtime_options_t, plugin_path, 16) \
+  DX_PIN(dx_runtime_options_t, certificate_path, 24) \
   DX_PIN(dx_plugin_info_t, struct_size, 0) \
   DX_PIN(dx_plugin_info_t, name, 8) \
   DX_PIN(dx_plugin_info_t, vendor, 16) \
@@ -122,6 +123,9 @@
   DX_PIN(dx_plugin_info_t, num_kernels, 64) \
   DX_PIN(dx_plugin_info_t, num_memory_spaces, 68) \
   DX_PIN(dx_plugin_info_t, num_transports, 72) \
+  DX_PIN(dx_plugin_info_t, certification, 76) \
+  DX_PIN(dx_plugin_info_t, certificate, 80) \
+  DX_PIN(dx_plugin_info_t, certification_note, 88) \
   DX_PIN(dx_device_info_t, struct_size, 0) \
   DX_PIN(dx_device_info_t, name, 8) \
   DX_PIN(dx_device_info_t, device_type, 16) \
@@ -141,6 +145,8 @@
   DX_PIN(dx_kernel_info_t, flags, 40) \
   DX_PIN(dx_kernel_info_t, has_backward, 48) \
   DX_PIN(dx_kernel_info_t, has_supports, 52) \
+  DX_PIN(dx_kernel_info_t, certified, 56) \
+  DX_PIN(dx_kernel_info_t, reserved2, 60) \
   DX_PIN(dx_invoke_options_t, struct_size, 0) \
   DX_PIN(dx_invoke_options_t, flags, 8) \
   DX_PIN(dx_invoke_options_t, plugin_index, 16) \

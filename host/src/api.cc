@@ -72,12 +72,23 @@ DX_EXPORT dx_status_t dx_runtime_create(const dx_runtime_options_t* options,
       }
       std::memcpy(&opts, options,
                   std::min(options->struct_size,
-                           DX_STRUCT_SIZE(dx_runtime_options_t, plugin_path)));
+                           DX_STRUCT_SIZE(dx_runtime_options_t, certificate_path)));
     }
     auto rt = std::make_unique<dx_runtime>();
     rt->core = std::make_shared<Core>();
-    rt->core->search_dirs =
-        SearchDirs(opts.plugin_path, (opts.flags & DX_RUNTIME_FLAG_IGNORE_ENV) != 0);
+    const bool ignore_env = (opts.flags & DX_RUNTIME_FLAG_IGNORE_ENV) != 0;
+    rt->core->search_dirs = SearchDirs(opts.plugin_path, ignore_env);
+    rt->core->certificate_dirs = SplitPath(opts.certificate_path);
+    rt->core->require_certified = (opts.flags & DX_RUNTIME_FLAG_REQUIRE_CERTIFIED) != 0;
+    if (!ignore_env) {
+      for (auto& d : SplitPath(std::getenv("DEEPX_CERTIFICATE_PATH"))) {
+        rt->core->certificate_dirs.push_back(d);
+      }
+      const char* require = std::getenv("DEEPX_REQUIRE_CERTIFIED");
+      if (require != nullptr && require[0] != '\0' && std::strcmp(require, "0") != 0) {
+        rt->core->require_certified = true;
+      }
+    }
     *out_runtime = rt.release();
     return DX_OK;
   });
@@ -149,7 +160,10 @@ DX_EXPORT dx_status_t dx_runtime_plugin_info(const dx_runtime_t* runtime, int32_
   full.num_kernels = p.num_kernels;
   full.num_memory_spaces = p.num_memory_spaces;
   full.num_transports = p.num_transports;
-  return FillInfo(full, out_info, DX_STRUCT_SIZE(dx_plugin_info_t, num_transports),
+  full.certification = p.certification;
+  full.certificate = p.certificate.c_str();
+  full.certification_note = p.certification_note.c_str();
+  return FillInfo(full, out_info, DX_STRUCT_SIZE(dx_plugin_info_t, certification_note),
                   "dx_runtime_plugin_info");
 }
 
@@ -256,7 +270,8 @@ DX_EXPORT dx_status_t dx_runtime_kernel_info(const dx_runtime_t* runtime, dx_op_
   full.flags = k.flags;
   full.has_backward = k.backward != nullptr ? 1 : 0;
   full.has_supports = k.supports != nullptr ? 1 : 0;
-  return FillInfo(full, out_info, DX_STRUCT_SIZE(dx_kernel_info_t, has_supports),
+  full.certified = k.certified ? 1 : 0;
+  return FillInfo(full, out_info, DX_STRUCT_SIZE(dx_kernel_info_t, certified),
                   "dx_runtime_kernel_info");
 }
 

@@ -523,6 +523,7 @@ dx_status_t Invoke(dx_runtime_t* runtime, dx_op_id_t id, dx_tensor_t* const* inp
   call.stream = nullptr;
   call.host = HostServices();
 
+  const Kernel* uncertified = nullptr;  // a match refused by the trust gate, for the message
   auto usable = [&](const Kernel& k) {
     if (pinned && k.plugin_index != opts.plugin_index) return false;
     if (backward) {
@@ -530,6 +531,10 @@ dx_status_t Invoke(dx_runtime_t* runtime, dx_op_id_t id, dx_tensor_t* const* inp
         return false;
       }
     } else if (!KernelMatches(k, device_type, in, num_inputs, out, num_outputs)) {
+      return false;
+    }
+    if (core.require_certified && !k.certified) {
+      uncertified = &k;
       return false;
     }
     if (k.supports != nullptr) {
@@ -556,6 +561,18 @@ dx_status_t Invoke(dx_runtime_t* runtime, dx_op_id_t id, dx_tensor_t* const* inp
         break;
       }
     }
+  }
+  if (chosen == nullptr && uncertified != nullptr) {
+    const Plugin& p = *uncertified->plugin;
+    std::string why = p.certification == DX_CERTIFICATION_VALID
+                          ? "its certificate " + p.certificate + " does not cover this kernel"
+                          : p.certification_note;
+    return Fail(DX_PERMISSION_DENIED,
+                op.name + ": the matching kernel of plugin '" + p.name +
+                    "' is not certified and this runtime requires certification (" + why +
+                    "). Run `deepx certify " + p.path +
+                    "` and keep its certificate next to the library, or unset "
+                    "DEEPX_REQUIRE_CERTIFIED.");
   }
   if (chosen == nullptr) {
     return NoKernel(core, op, device_type, backward, pinned ? &opts : nullptr, in, num_inputs, out,

@@ -92,6 +92,7 @@ struct Kernel {
   dx_kernel_supports_fn supports = nullptr;
   dx_kernel_cost_fn cost = nullptr;
   Plugin* plugin = nullptr;  // set at commit
+  bool certified = false;    // a valid certificate of its plugin covers it
 };
 
 struct OpSchema;  // dispatch.cc
@@ -152,6 +153,9 @@ struct Plugin {
   void (*shutdown)(void*) = nullptr;
   int32_t num_kernels = 0, num_memory_spaces = 0, num_transports = 0;
   bool concurrent = false;
+  int32_t certification = DX_CERTIFICATION_NONE;
+  std::string certificate;         // path of the certificate considered, or ""
+  std::string certification_note;  // why it is invalid, or ""
   std::mutex serial;  // taken around kernel calls when !concurrent
   dx_host_context context;
 };
@@ -160,6 +164,8 @@ struct Plugin {
 // plugins are shut down only when the runtime is destroyed and no storage still needs them.
 struct Core {
   std::vector<std::string> search_dirs;  // options, then DEEPX_PLUGIN_PATH, then bundled
+  std::vector<std::string> certificate_dirs;  // options, then DEEPX_CERTIFICATE_PATH
+  bool require_certified = false;
   std::vector<std::unique_ptr<Plugin>> plugins;
   std::vector<Op> ops;
   std::unordered_map<std::string, dx_op_id_t> op_ids;
@@ -245,6 +251,10 @@ std::vector<std::string> DiscoverPlugins(const Core& core);
 std::vector<std::string> SearchDirs(const char* option_path, bool ignore_env);
 // The bundled plugin directory, next to the host library.
 std::string BundledPluginDir();
+
+// Finds and checks the plugin's certificate; marks the pending kernels it covers (certificate.cc).
+void EvaluateCertificate(const Core& core, Plugin& plugin, std::vector<PendingKernel>& kernels);
+std::vector<std::string> SplitPath(const char* value);
 
 // Op schemas (dispatch.cc).
 const OpSchema* FindSchema(std::string_view op_name);

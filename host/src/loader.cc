@@ -75,6 +75,8 @@ T ReadStruct(const T* in, size_t known) {
   return out;
 }
 
+}  // namespace
+
 std::vector<std::string> SplitPath(const char* value) {
   std::vector<std::string> out;
   if (value == nullptr) return out;
@@ -88,8 +90,6 @@ std::vector<std::string> SplitPath(const char* value) {
   }
   return out;
 }
-
-}  // namespace
 
 std::string BundledPluginDir() {
   Dl_info info;
@@ -527,6 +527,8 @@ dx_status_t LoadPlugin(const std::shared_ptr<Core>& core, const char* name_or_pa
       }
     }
   }
+
+  EvaluateCertificate(*core, *plugin, plugin->context.kernels);
 
   // Commit. Reserve first so nothing below can throw half-way.
   size_t new_ops = 0;

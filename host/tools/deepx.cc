@@ -25,7 +25,9 @@ const char* kUsage =
     "  ops [PATH|NAME...]      show the op x dtype x device table of the loaded plugins\n"
     "  certify PLUGIN [ARGS]   certify a plugin with the conformance suite (deepx-certify)\n"
     "  version                 show the host's ABI version\n"
-    "The search path is DEEPX_PLUGIN_PATH (colon-separated), then the bundled plugin dir.\n";
+    "The search path is DEEPX_PLUGIN_PATH (colon-separated), then the bundled plugin dir.\n"
+    "Certificates are looked up in DEEPX_CERTIFICATE_PATH as <name>.certificate, then next to\n"
+    "the library as <file>.certificate; DEEPX_REQUIRE_CERTIFIED=1 runs only certified kernels.\n";
 
 std::string Version(uint32_t v) {
   return std::to_string(DX_VERSION_MAJOR(v)) + "." + std::to_string(DX_VERSION_MINOR(v));
@@ -114,7 +116,7 @@ int Plugins(const std::vector<std::string>& args) {
   for (int32_t i = 0; i < count; ++i) {
     dx_plugin_info_t info;
     std::memset(&info, 0, sizeof info);
-    info.struct_size = DX_STRUCT_SIZE(dx_plugin_info_t, num_transports);
+    info.struct_size = DX_STRUCT_SIZE(dx_plugin_info_t, certification_note);
     if (dx_runtime_plugin_info(r.rt, i, &info) != DX_OK) continue;
     std::printf("LOADED  %s %s (vendor: %s, build: %s)\n", info.name,
                 info.version[0] ? info.version : "-", info.vendor[0] ? info.vendor : "-",
@@ -124,6 +126,11 @@ int Plugins(const std::vector<std::string>& args) {
                 Caps(info.capabilities).c_str());
     std::printf("  kernels: %d  memory spaces: %d  transports: %d\n", info.num_kernels,
                 info.num_memory_spaces, info.num_transports);
+    if (info.certification == DX_CERTIFICATION_VALID) {
+      std::printf("  certified: yes (%s)\n", info.certificate);
+    } else {
+      std::printf("  certified: no (%s)\n", info.certification_note);
+    }
   }
   int32_t devices = 0;
   dx_runtime_device_count(r.rt, &devices);
@@ -170,7 +177,7 @@ int Ops(const std::vector<std::string>& args) {
     for (int32_t k = 0; k < kernels; ++k) {
       dx_kernel_info_t info;
       std::memset(&info, 0, sizeof info);
-      info.struct_size = DX_STRUCT_SIZE(dx_kernel_info_t, has_supports);
+      info.struct_size = DX_STRUCT_SIZE(dx_kernel_info_t, certified);
       if (dx_runtime_kernel_info(r.rt, id, k, &info) != DX_OK) continue;
       std::string sig;
       int32_t nin = (info.flags & DX_KERNEL_FLAG_VARIADIC) ? 1 : info.num_inputs;
@@ -185,7 +192,8 @@ int Ops(const std::vector<std::string>& args) {
       if (info.flags & DX_KERNEL_FLAG_DETERMINISTIC) flags += "det ";
       if (info.flags & DX_KERNEL_FLAG_INPLACE) flags += "inplace ";
       if (info.has_backward) flags += "backward ";
-      if (info.has_supports) flags += "supports()";
+      if (info.has_supports) flags += "supports() ";
+      if (info.certified) flags += "certified";
       std::printf("%-34s %-10s %-6s %-44s %s\n", name.c_str(),
                   plugin_names[info.plugin_index].c_str(), DeviceName(info.device_type).c_str(),
                   sig.c_str(), flags.c_str());

@@ -81,16 +81,25 @@ typedef uint64_t dx_runtime_flags_t;
 /** Ignore DEEPX_PLUGIN_PATH: neither dx_runtime_load_plugin() (by name) nor
     dx_runtime_load_search_path() look there. */
 #define DX_RUNTIME_FLAG_IGNORE_ENV ((dx_runtime_flags_t)1u << 0)
+/** Trust-gated dispatch: run a kernel only if a valid certificate (written by `deepx certify`)
+    covers its plugin binary (by SHA-256), op, device type and dtypes; otherwise dx_invoke()
+    refuses with ::DX_PERMISSION_DENIED. Also turned on by DEEPX_REQUIRE_CERTIFIED=1 in the
+    environment (unless ::DX_RUNTIME_FLAG_IGNORE_ENV). */
+#define DX_RUNTIME_FLAG_REQUIRE_CERTIFIED ((dx_runtime_flags_t)1u << 1)
 
 /** @brief Options of dx_runtime_create(). Zero-initialise, then set `struct_size`. */
 typedef struct dx_runtime_options {
-  /** DX_STRUCT_SIZE(dx_runtime_options_t, plugin_path); written by the caller. */
+  /** DX_STRUCT_SIZE(dx_runtime_options_t, certificate_path); written by the caller. */
   size_t struct_size;
   /** DX_RUNTIME_FLAG_* bits. */
   dx_runtime_flags_t flags;
   /** Colon-separated directories searched for plugins before DEEPX_PLUGIN_PATH; may be null.
       Copied. */
   const char* plugin_path;
+  /** Colon-separated directories searched for `<plugin name>.certificate` before
+      DEEPX_CERTIFICATE_PATH and before `<plugin file>.certificate` next to the library; may be
+      null. Copied. */
+  const char* certificate_path;
 } dx_runtime_options_t;
 
 /**
@@ -135,9 +144,17 @@ DX_EXPORT dx_status_t dx_runtime_load_search_path(dx_runtime_t* runtime, int32_t
 /** @brief Number of loaded plugins. */
 DX_EXPORT dx_status_t dx_runtime_plugin_count(const dx_runtime_t* runtime, int32_t* out_count);
 
+/** @brief Certification state of a loaded plugin (dx_plugin_info_t::certification). */
+typedef enum dx_certification {
+  DX_CERTIFICATION_NONE = 0,    /**< No certificate file was found. */
+  DX_CERTIFICATION_VALID = 1,   /**< A certificate matches the plugin binary's SHA-256. */
+  DX_CERTIFICATION_INVALID = 2  /**< A certificate was found but is malformed, names another
+                                     plugin, or was issued for another binary. */
+} dx_certification_t;
+
 /** @brief What a loaded plugin declared. Strings are borrowed for the runtime's lifetime. */
 typedef struct dx_plugin_info {
-  /** DX_STRUCT_SIZE(dx_plugin_info_t, num_transports); written by the caller. */
+  /** DX_STRUCT_SIZE(dx_plugin_info_t, certification_note); written by the caller. */
   size_t struct_size;
   const char* name;     /**< Plugin name. */
   const char* vendor;   /**< Vendor, "" when not given. */
@@ -150,6 +167,9 @@ typedef struct dx_plugin_info {
   int32_t num_kernels;       /**< Kernels it registered. */
   int32_t num_memory_spaces; /**< Memory spaces it registered. */
   int32_t num_transports;    /**< Transports it registered. */
+  int32_t certification;     /**< A ::dx_certification_t value. */
+  const char* certificate;   /**< Path of the certificate file considered, "" when none. */
+  const char* certification_note; /**< Why the certificate is invalid, or "". */
 } dx_plugin_info_t;
 
 /**
@@ -213,7 +233,7 @@ DX_EXPORT dx_status_t dx_runtime_kernel_count(const dx_runtime_t* runtime, dx_op
 
 /** @brief What a registered kernel declared. Pointers are borrowed for the runtime's life. */
 typedef struct dx_kernel_info {
-  /** DX_STRUCT_SIZE(dx_kernel_info_t, has_supports); written by the caller. */
+  /** DX_STRUCT_SIZE(dx_kernel_info_t, certified); written by the caller. */
   size_t struct_size;
   int32_t plugin_index;     /**< Plugin that registered it. */
   int32_t device_type;      /**< DLDeviceType it runs on. */
@@ -226,6 +246,8 @@ typedef struct dx_kernel_info {
   int32_t has_backward;     /**< 1 when a backward kernel is registered. */
   int32_t has_supports;     /**< 1 when the kernel has a supports() predicate, so it may decline
                                  valid calls with ::DX_UNSUPPORTED. */
+  int32_t certified;        /**< 1 when a valid certificate of its plugin covers this kernel. */
+  int32_t reserved2;        /**< Zero. */
 } dx_kernel_info_t;
 
 /** @brief Describes kernel `index` of op `id`; set `out_info->struct_size` first. */
