@@ -36,7 +36,7 @@ std::string tolerance_table_sha256();
 struct Tolerance {
   Rule rule = Rule::BitExact;
   double ulps = 0, rtol = 0, atol = 0, c = 0, unit_roundoff = 0, accumulation_max = 0;
-  bool ignore_zero_sign = false;  // dx.max: which of +0/-0 a tie returns is not specified
+  bool ignore_zero_sign = false;  // dx.max, dx.min: which of +0/-0 a tie returns is not specified
   std::string source;
   std::string describe() const;  // "bit-exact", "<= 4 ulp", ...
 };

@@ -16,8 +16,15 @@ int64_t exact_magnitude(const std::string& op, DType dtype, int64_t k) {
   } else if (op == "dx.matmul") {
     while (m > 1 && static_cast<double>(m * m) * static_cast<double>(k) >= limit) m /= 2;
   }
+  // Comparisons: values in [-2, 2] so that ties (eq, le, ge) are common. Products: [-2, 2], so
+  // every partial product is 0 or a power of two, exact until it overflows (on both sides).
+  if (is_comparison_op(op) || op == "dx.prod") m = 2;
   (void)dtype;  // every dtype of the suite holds the integers up to 8 exactly
   return m;
+}
+
+bool is_comparison_op(const std::string& op) {
+  return op == "dx.eq" || op == "dx.ne" || op == "dx.lt" || op == "dx.le" || op == "dx.gt" || op == "dx.ge";
 }
 
 namespace {
@@ -60,6 +67,8 @@ std::vector<uint8_t> generate(const GenRequest& q) {
         v = static_cast<int64_t>(r);  // wraps to the whole range of the dtype
       } else if (q.tier == "special") {
         v = (r & 1) ? specials[(r >> 1) % 7] : static_cast<int64_t>(r >> 8);
+      } else if (is_comparison_op(q.op)) {  // exact tier of comparisons: many ties
+        v = is_unsigned ? static_cast<int64_t>(r % 5) : static_cast<int64_t>(r % 5) - 2;
       } else {  // exact, divzero: small values
         v = is_unsigned ? static_cast<int64_t>(r % 17) : static_cast<int64_t>(r % 17) - 8;
       }
@@ -107,6 +116,13 @@ std::vector<uint8_t> generate(const GenRequest& q) {
       v = -110.0 + 20.0 * u;
     } else if (q.op == "dx.exp") {  // real tier of exp: [-20, 20] plus overflow/underflow points
       v = (r & 7) == 0 ? edges[(r >> 3) % edges.size()] : -20.0 + 40.0 * u;
+    } else if (q.op == "dx.log" || q.op == "dx.sqrt" || q.op == "dx.rsqrt") {
+      v = std::exp(-8.0 + 12.0 * u);  // positive, log-uniform in [e^-8, e^4)
+    } else if (q.op == "dx.log1p") {
+      v = -1.0 + 10.0 * u;  // (-1, 9): the whole domain's interesting part
+    } else if (q.op == "dx.pow") {
+      // Positive bases (a negative base with a fractional exponent is NaN), exponents of both signs.
+      v = q.input_index == 0 ? 0.25 + 3.75 * u : -6.0 + 12.0 * u;
     } else {
       v = -9.0 + 18.0 * u;
     }

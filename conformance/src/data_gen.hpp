@@ -43,4 +43,7 @@ std::vector<uint8_t> generate(const GenRequest& request);
 // m (sum) or m^2 (matmul) times K below 2^24 so every partial sum is exact in f32.
 int64_t exact_magnitude(const std::string& op, DType dtype, int64_t accumulation_length);
 
+// dx.eq, ne, lt, le, gt, ge: their exact-tier data is drawn from a narrower range (more ties).
+bool is_comparison_op(const std::string& op);
+
 }  // namespace deepx::conformance

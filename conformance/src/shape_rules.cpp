@@ -27,6 +27,32 @@ const std::vector<OpRule>& op_rules() {
       {"dx.max", 1, OpClass::ExactArith},         {"dx.matmul", 2, OpClass::Accumulating},
       {"dx.softmax", 1, OpClass::Normalising},    {"dx.transpose", 1, OpClass::Movement},
       {"dx.copy", 1, OpClass::Movement},          {"dx.fill", 0, OpClass::Movement},
+      // Exact elementwise results (an input, its magnitude, an integer value, a bool).
+      {"dx.abs", 1, OpClass::ExactArith},         {"dx.sign", 1, OpClass::ExactArith},
+      {"dx.floor", 1, OpClass::ExactArith},       {"dx.ceil", 1, OpClass::ExactArith},
+      {"dx.round", 1, OpClass::ExactArith},       {"dx.clamp", 1, OpClass::ExactArith},
+      {"dx.maximum", 2, OpClass::ExactArith},     {"dx.minimum", 2, OpClass::ExactArith},
+      {"dx.eq", 2, OpClass::ExactArith},          {"dx.ne", 2, OpClass::ExactArith},
+      {"dx.lt", 2, OpClass::ExactArith},          {"dx.le", 2, OpClass::ExactArith},
+      {"dx.gt", 2, OpClass::ExactArith},          {"dx.ge", 2, OpClass::ExactArith},
+      {"dx.logical_and", 2, OpClass::ExactArith}, {"dx.logical_or", 2, OpClass::ExactArith},
+      {"dx.logical_xor", 2, OpClass::ExactArith}, {"dx.logical_not", 1, OpClass::ExactArith},
+      {"dx.bitwise_not", 1, OpClass::ExactArith}, {"dx.where", 3, OpClass::Movement},
+      {"dx.cast", 1, OpClass::Movement},
+      // One IEEE operation per element: correctly rounded.
+      {"dx.reciprocal", 1, OpClass::BasicArith},  {"dx.sqrt", 1, OpClass::BasicArith},
+      // libm functions: the f64 reference rounded once.
+      {"dx.rsqrt", 1, OpClass::Transcendental},   {"dx.expm1", 1, OpClass::Transcendental},
+      {"dx.log", 1, OpClass::Transcendental},     {"dx.log1p", 1, OpClass::Transcendental},
+      {"dx.sin", 1, OpClass::Transcendental},     {"dx.cos", 1, OpClass::Transcendental},
+      {"dx.tan", 1, OpClass::Transcendental},     {"dx.tanh", 1, OpClass::Transcendental},
+      {"dx.erf", 1, OpClass::Transcendental},     {"dx.sigmoid", 1, OpClass::Transcendental},
+      {"dx.silu", 1, OpClass::Transcendental},    {"dx.gelu", 1, OpClass::Transcendental},
+      {"dx.pow", 2, OpClass::Transcendental},
+      // Reductions.
+      {"dx.min", 1, OpClass::ExactArith},         {"dx.argmax", 1, OpClass::ExactArith},
+      {"dx.argmin", 1, OpClass::ExactArith},      {"dx.mean", 1, OpClass::Accumulating},
+      {"dx.prod", 1, OpClass::Accumulating},
   };
   return rules;
 }
@@ -43,14 +69,49 @@ const Attr* find_attr(const std::vector<Attr>& attrs, const std::string& name) {
   return nullptr;
 }
 
+DType cast_target(DType from) {
+  switch (from) {
+    case DType::F64: return DType::I32;   // truncation and saturation, NaN -> 0
+    case DType::F32: return DType::F16;   // rounding, overflow to Inf, subnormals
+    case DType::F16: return DType::I8;    // saturation from a narrow float
+    case DType::BF16: return DType::F32;  // exact widening
+    case DType::I64: return DType::BF16;  // one rounding of a wide integer (round-to-odd path)
+    case DType::I32: return DType::F32;   // rounding above 2^24
+    case DType::I16: return DType::U8;    // wrapping
+    case DType::I8: return DType::F64;    // exact
+    case DType::U8: return DType::Bool;   // != 0
+    case DType::Bool: return DType::F16;  // 0/1
+  }
+  return from;
+}
+
+namespace {
+bool is_comparison(const std::string& op) {
+  return op == "dx.eq" || op == "dx.ne" || op == "dx.lt" || op == "dx.le" || op == "dx.gt" || op == "dx.ge";
+}
+bool is_reduction(const std::string& op) {
+  return op == "dx.sum" || op == "dx.max" || op == "dx.min" || op == "dx.mean" || op == "dx.prod";
+}
+bool is_arg_reduction(const std::string& op) { return op == "dx.argmax" || op == "dx.argmin"; }
+
+// The output dtype of `op` for inputs keyed by `dtype`.
+DType output_dtype(const std::string& op, DType dtype) {
+  const bool integral = is_integer(dtype) || dtype == DType::Bool;
+  if (is_comparison(op)) return DType::Bool;
+  if (is_arg_reduction(op)) return DType::I64;
+  if ((op == "dx.sum" || op == "dx.prod") && integral) return DType::I64;
+  if (op == "dx.mean" && integral) return DType::F64;
+  if (op == "dx.matmul" && dtype == DType::I8) return DType::I32;
+  if (op == "dx.cast") return cast_target(dtype);
+  return dtype;
+}
+}  // namespace
+
 std::vector<DType> expected_signature(const std::string& op, DType dtype) {
   const OpRule* rule = find_op_rule(op);
   if (!rule) return {};
   std::vector<DType> sig(static_cast<size_t>(rule->inputs), dtype);
-  DType out = dtype;
-  if (op == "dx.sum" && !is_float(dtype)) out = DType::I64;
-  if (op == "dx.matmul" && dtype == DType::I8) out = DType::I32;
-  sig.push_back(out);
+  sig.push_back(output_dtype(op, dtype));
   return sig;
 }
 
@@ -212,8 +273,38 @@ ShapeResult output_spec(const std::string& op, const std::vector<Shape>& shapes,
   } else if (rule->inputs == 2 && op != "dx.matmul") {
     auto b = broadcast_shapes(shapes.at(0), shapes.at(1));
     if (!b) r.error = "shapes " + format_shape(shapes[0]) + " and " + format_shape(shapes[1]) + " do not broadcast";
-    else r.output = OutputSpec{*b, dtype};
-  } else if (op == "dx.sum" || op == "dx.max") {
+    else r.output = OutputSpec{*b, output_dtype(op, dtype)};
+  } else if (op == "dx.where") {
+    auto ab = broadcast_shapes(shapes.at(0), shapes.at(1));
+    auto abc = ab ? broadcast_shapes(*ab, shapes.at(2)) : std::nullopt;
+    if (!abc) r.error = "the shapes of dx.where do not broadcast";
+    else r.output = OutputSpec{*abc, dtype};
+  } else if (is_arg_reduction(op)) {
+    const Shape& in = shapes.at(0);
+    const int64_t rank = static_cast<int64_t>(in.size());
+    const Attr* a = find_attr(attrs, "axis");
+    const bool keep = attr_bool(attrs, "keepdims");
+    Shape out;
+    int64_t reduced = numel(in);
+    if (!a) {
+      if (keep) out.assign(in.size(), 1);
+    } else {
+      const int64_t limit = rank == 0 ? 1 : rank;
+      const int64_t axis = a->value.i64 < 0 ? a->value.i64 + limit : a->value.i64;
+      if (a->value.kind != AttrValue::Kind::I64 || axis < 0 || axis >= limit) {
+        r.output = OutputSpec{Shape{}, DType::I64};  // reaches the kernel, which refuses it
+        r.error = "axis out of range";
+        return r;
+      }
+      if (rank > 0) reduced = in[static_cast<size_t>(axis)];
+      for (int64_t i = 0; i < rank; ++i) {
+        if (i != axis) out.push_back(in[static_cast<size_t>(i)]);
+        else if (keep) out.push_back(1);
+      }
+    }
+    r.output = OutputSpec{out, DType::I64};
+    if (reduced == 0) r.error = "argmax/argmin of an empty set";  // still has a shape
+  } else if (is_reduction(op)) {
     auto axes = reduce_axes(shapes.at(0), attrs, r.error);
     if (axes) {
       const bool keep = attr_bool(attrs, "keepdims");
@@ -223,10 +314,8 @@ ShapeResult output_spec(const std::string& op, const std::vector<Shape>& shapes,
         if (!reduced) out.push_back(shapes[0][i]);
         else if (keep) out.push_back(1);
       }
-      DType out_dtype = dtype;
-      if (op == "dx.sum" && (is_integer(dtype) || dtype == DType::Bool)) out_dtype = DType::I64;
-      r.output = OutputSpec{out, out_dtype};
-      if (op == "dx.max") {
+      r.output = OutputSpec{out, output_dtype(op, dtype)};
+      if (op == "dx.max" || op == "dx.min") {
         int64_t reduced = 1;
         for (int a : *axes) reduced *= shapes[0][a];
         if (reduced == 0 && numel(out) > 0) r.error = "max of an empty set";  // still has a shape
@@ -267,7 +356,7 @@ ShapeResult output_spec(const std::string& op, const std::vector<Shape>& shapes,
       if (rank == 0 ? (axis != 0 && axis != -1) : (axis < -rank || axis >= rank))
         r.error = "softmax axis out of range";
     }
-    r.output = OutputSpec{shapes.at(0), dtype};
+    r.output = OutputSpec{shapes.at(0), output_dtype(op, dtype)};
   }
   return r;
 }
@@ -278,7 +367,8 @@ std::vector<double> abs_term_sums(const std::string& op, const std::vector<Shape
   accumulation_length = 1;
   std::vector<double> sums;
   std::string error;
-  if (op == "dx.sum") {
+  if (op == "dx.sum" || op == "dx.mean" || op == "dx.prod") {
+    const bool product = op == "dx.prod";
     const Shape& in = shapes.at(0);
     auto axes = reduce_axes(in, attrs, error);
     if (!axes) return sums;
@@ -291,7 +381,9 @@ std::vector<double> abs_term_sums(const std::string& op, const std::vector<Shape
       else out_dims.push_back(in[i]);
     }
     accumulation_length = k;
-    std::vector<long double> wide(static_cast<size_t>(numel(out_dims)), 0.0L);
+    // sum: sum|x|; mean: sum|x| / K (its terms are x / K); prod: |product| (the relative error
+    // of K roundings scales the result itself).
+    std::vector<long double> wide(static_cast<size_t>(numel(out_dims)), product ? 1.0L : 0.0L);
     const Shape out_strides = row_major_strides(out_dims);
     const int64_t total = numel(in);
     Shape idx(in.size(), 0);
@@ -304,9 +396,13 @@ std::vector<double> abs_term_sums(const std::string& op, const std::vector<Shape
       for (size_t i = 0, j = 0; i < in.size(); ++i)
         if (!reduced[i]) o += idx[i] * out_strides[j++];
       const long double term = std::fabs(static_cast<long double>(inputs[0][static_cast<size_t>(flat)]));
-      if (std::isfinite(term)) wide[static_cast<size_t>(o)] += term;
+      if (product) wide[static_cast<size_t>(o)] *= std::isfinite(term) ? term : 1.0L;
+      else if (std::isfinite(term)) wide[static_cast<size_t>(o)] += term;
     }
-    for (long double w : wide) sums.push_back(clamp_to_double(w));
+    for (long double w : wide) {
+      if (op == "dx.mean" && k > 0) w /= static_cast<long double>(k);
+      sums.push_back(clamp_to_double(w));
+    }
   } else if (op == "dx.matmul") {
     const bool ta = attr_bool(attrs, "transpose_a"), tb = attr_bool(attrs, "transpose_b");
     auto g = matmul_geometry(shapes.at(0), shapes.at(1), ta, tb, error);

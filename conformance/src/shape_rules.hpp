@@ -12,11 +12,11 @@
 namespace deepx::conformance {
 
 enum class OpClass {
-  Movement,        // copy, transpose, fill: data movement, bit-exact
-  ExactArith,      // neg, relu, max: the result is one of the inputs (or its negation)
-  BasicArith,      // add, sub, mul, div: one IEEE operation per element
-  Transcendental,  // exp
-  Accumulating,    // sum, matmul
+  Movement,        // copy, transpose, fill, where, cast: data movement / exact conversion, bit-exact
+  ExactArith,      // neg, relu, max, min, abs, sign, rounding, clamp, maximum/minimum, comparisons, logic, argmax
+  BasicArith,      // add, sub, mul, div, reciprocal, sqrt: one IEEE operation per element
+  Transcendental,  // exp, log, trig, tanh, erf, activations, pow
+  Accumulating,    // sum, mean, prod, matmul
   Normalising,     // softmax
 };
 const char* op_class_name(OpClass c);
@@ -47,6 +47,10 @@ ShapeResult output_spec(const std::string& op, const std::vector<Shape>& shapes,
 // `dtype`: every input of that dtype; the output of the same dtype except i64 for integer
 // sums and i32 for i8 matmul. Empty for ops the suite does not know.
 std::vector<DType> expected_signature(const std::string& op, DType dtype);
+
+// dx.cast is keyed by its input dtype, and the runner tests one signature per key: the
+// conversion each input dtype is certified through (the other 90 pairs are listed as uncovered).
+DType cast_target(DType from);
 
 int64_t numel(const Shape& shape);
 std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b);

@@ -35,6 +35,8 @@ class Registrar {
 };
 
 void register_elementwise_kernels(Registrar& r);
+/// abs ... round, clamp, pow, maximum/minimum, comparisons, logic, where, cast (math.cc).
+void register_math_kernels(Registrar& r);
 void register_reduction_kernels(Registrar& r);
 void register_matmul_kernels(Registrar& r);
 

@@ -45,6 +45,7 @@ dx_error_t* plugin_init(const dx_host_t* host, dx_host_context_t* context, void*
     state = new PluginState{host};
     Registrar registrar(host, context);
     register_elementwise_kernels(registrar);
+    register_math_kernels(registrar);
     register_reduction_kernels(registrar);
     register_matmul_kernels(registrar);
     host_error = registrar.take_error();

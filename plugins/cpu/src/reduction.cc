@@ -1,4 +1,4 @@
-// Reductions (dx.sum, dx.max) and dx.softmax.
+// Reductions (dx.sum, dx.mean, dx.prod, dx.max, dx.min, dx.argmax, dx.argmin) and dx.softmax.
 //
 // Determinism: every reduction splits its reduced elements into fixed blocks of kBlock elements
 // (in the input's row-major order over the reduced axes), reduces each block in a fixed order,
@@ -26,6 +26,7 @@ template <class T>
 struct SumPolicy {
   using Acc = std::conditional_t<std::is_integral_v<T>, uint64_t, double>;
   using Out = std::conditional_t<std::is_integral_v<T>, int64_t, T>;
+  static constexpr bool kNeedsElements = false;
   static Acc identity() { return Acc(0); }
   static Acc combine(Acc a, Acc b) { return a + b; }
 
@@ -94,7 +95,7 @@ struct SumPolicy {
     }
   }
 
-  static Out finish(Acc a) {
+  static Out finish(Acc a, int64_t) {
     if constexpr (std::is_integral_v<T>) return static_cast<int64_t>(a);
     else if constexpr (std::is_same_v<T, Half>) return Half{double_to_half(a)};
     else if constexpr (std::is_same_v<T, BFloat16>) return BFloat16{double_to_bfloat16(a)};
@@ -102,56 +103,114 @@ struct SumPolicy {
   }
 };
 
-/// Max: compares in the compute type; a NaN anywhere makes the result NaN.
-template <class T>
-struct MaxPolicy {
+/// Max (IsMax) or min: compares in the compute type; a NaN anywhere makes the result NaN.
+template <class T, bool IsMax = true>
+struct ExtremePolicy {
   using C = typename Num<T>::C;
   struct Acc {
     C value;
     bool nan;
   };
   using Out = T;
-  static Acc identity() {
-    if constexpr (std::is_floating_point_v<C>) return {-std::numeric_limits<C>::infinity(), false};
-    else return {std::numeric_limits<C>::lowest(), false};
+  static constexpr bool kNeedsElements = true;
+  static C better(C a, C b) {
+    if constexpr (IsMax) return b > a ? b : a;
+    else return b < a ? b : a;
   }
-  static Acc combine(Acc a, Acc b) { return {b.value > a.value ? b.value : a.value, a.nan || b.nan}; }
+  static Acc identity() {
+    if constexpr (std::is_floating_point_v<C>) {
+      return {IsMax ? -std::numeric_limits<C>::infinity() : std::numeric_limits<C>::infinity(), false};
+    } else {
+      return {IsMax ? std::numeric_limits<C>::lowest() : std::numeric_limits<C>::max(), false};
+    }
+  }
+  static Acc combine(Acc a, Acc b) { return {better(a.value, b.value), a.nan || b.nan}; }
   static Acc run(const T* x, int64_t n, int64_t stride) {
-    const C lowest = identity().value;
-    C m = lowest;
+    const C start = identity().value;
+    C m = start;
     int nan = 0;
     int64_t i = 0;
     if (stride == 1) {
-      // Independent lanes hide the compare latency; max is order-free, so any split is exact.
+      // Independent lanes hide the compare latency; max/min is order-free, so any split is exact.
       constexpr int kLanes = 16;
       C lanes[kLanes];
       int nan_lanes[kLanes] = {};
-      for (int l = 0; l < kLanes; ++l) lanes[l] = lowest;
+      for (int l = 0; l < kLanes; ++l) lanes[l] = start;
       for (; i + kLanes <= n; i += kLanes) {
 #pragma omp simd
         for (int l = 0; l < kLanes; ++l) {
           const C v = Num<T>::load(x[i + l]);
-          lanes[l] = v > lanes[l] ? v : lanes[l];
+          if constexpr (IsMax) lanes[l] = v > lanes[l] ? v : lanes[l];
+          else lanes[l] = v < lanes[l] ? v : lanes[l];
           nan_lanes[l] |= (v != v);
         }
       }
       for (int l = 0; l < kLanes; ++l) {
-        m = lanes[l] > m ? lanes[l] : m;
+        m = better(m, lanes[l]);
         nan |= nan_lanes[l];
       }
     }
     for (; i < n; ++i) {
       const C v = Num<T>::load(x[i * stride]);
-      m = v > m ? v : m;
+      m = better(m, v);
       nan |= (v != v);
     }
     return {m, nan != 0};
   }
-  static Out finish(Acc a) {
+  static Out finish(Acc a, int64_t) {
     if constexpr (std::is_floating_point_v<C>) {
       if (a.nan) return Num<T>::store(std::numeric_limits<C>::quiet_NaN());
     }
     return Num<T>::store(a.value);
+  }
+};
+template <class T>
+using MaxPolicy = ExtremePolicy<T, true>;
+template <class T>
+using MinPolicy = ExtremePolicy<T, false>;
+
+/// Product: floats in f64 rounded once; integers in u64 (i64 with wrap).
+template <class T>
+struct ProdPolicy {
+  using Acc = std::conditional_t<std::is_integral_v<T>, uint64_t, double>;
+  using Out = std::conditional_t<std::is_integral_v<T>, int64_t, T>;
+  static constexpr bool kNeedsElements = false;
+  static Acc identity() { return Acc(1); }
+  static Acc combine(Acc a, Acc b) { return a * b; }
+  static Acc run(const T* x, int64_t n, int64_t stride) {
+    Acc p = 1;
+    for (int64_t i = 0; i < n; ++i) {
+      if constexpr (std::is_integral_v<T>) p *= static_cast<uint64_t>(static_cast<int64_t>(x[i * stride]));
+      else p *= static_cast<double>(Num<T>::load(x[i * stride]));
+    }
+    return p;
+  }
+  static Out finish(Acc a, int64_t n) { return SumPolicy<T>::finish(a, n); }
+};
+
+/// Mean: floats sum as dx.sum (f64) and divide once; integers sum exactly in 128 bits and give
+/// f64 (as the reference). The mean of nothing is 0 / 0 = NaN.
+template <class T>
+struct MeanPolicy {
+  __extension__ typedef __int128 Int128;
+  using Acc = std::conditional_t<std::is_integral_v<T>, Int128, double>;
+  using Out = std::conditional_t<std::is_integral_v<T>, double, T>;
+  static constexpr bool kNeedsElements = false;
+  static Acc identity() { return Acc(0); }
+  static Acc combine(Acc a, Acc b) { return a + b; }
+  static Acc run(const T* x, int64_t n, int64_t stride) {
+    if constexpr (std::is_integral_v<T>) {
+      Int128 s = 0;
+      for (int64_t i = 0; i < n; ++i) s += x[i * stride];
+      return s;
+    } else {
+      return SumPolicy<T>::run(x, n, stride);
+    }
+  }
+  static Out finish(Acc a, int64_t n) {
+    const double mean = static_cast<double>(a) / static_cast<double>(n);
+    if constexpr (std::is_integral_v<T>) return mean;
+    else return SumPolicy<T>::finish(mean, n);
   }
 };
 
@@ -164,9 +223,21 @@ struct ReducePlan {
   int64_t inner_count = 0;
 };
 
-ReducePlan plan_reduction(const dx_kernel_call_t* call, const View& in, const View& out) {
+/// `arg`: dx.argmax/argmin, whose slot 0 is one i64 `axis` (unset = flattened; a rank-0 input
+/// accepts axis 0 and -1, as PyTorch).
+ReducePlan plan_reduction(const dx_kernel_call_t* call, const View& in, const View& out,
+                          bool arg = false) {
   bool reduced[kMaxRank] = {};
   const dx_attr_t* axes = attr_at(call, DX_REDUCE_AXES);
+  if (arg && axes != nullptr) {
+    if (axes->type != DX_ATTR_I64) fail(DX_INVALID_ARGUMENT, "cpu: attribute 'axis' must be an i64");
+    if (in.rank == 0) {
+      if (axes->value.i64 != 0 && axes->value.i64 != -1) {
+        fail(DX_OUT_OF_RANGE, "cpu: axis " + std::to_string(axes->value.i64) + " is out of range for rank 0");
+      }
+      axes = nullptr;
+    }
+  }
   int64_t num_axes = 0;
   const int64_t* list = nullptr;
   if (axes != nullptr) {
@@ -266,10 +337,11 @@ dx_error_t* reduce_kernel(const dx_kernel_call_t* call) noexcept {
     expect_dtype(in, dtype_of<T>(), "input 0");
     expect_dtype(out, dtype_of<Out>(), "output 0");
     const ReducePlan plan = plan_reduction(call, in, out);
-    if (plan.out_count == 0) return;
-    if constexpr (std::is_same_v<Policy, MaxPolicy<T>>) {
-      if (plan.inner_count == 0) fail(DX_INVALID_ARGUMENT, "cpu: max of an empty set");
+    if constexpr (Policy::kNeedsElements) {
+      // As the reference: an empty reduced set is an error even when the output is empty.
+      if (plan.inner_count == 0) fail(DX_INVALID_ARGUMENT, "cpu: max/min of an empty set");
     }
+    if (plan.out_count == 0) return;
     const T* const px = in.data<T>();
     Out* const py = out.data<Out>();
     const int threads = available_threads();
@@ -298,17 +370,70 @@ dx_error_t* reduce_kernel(const dx_kernel_call_t* call) noexcept {
       for (int64_t o = 0; o < plan.out_count; ++o) {
         Acc acc = Policy::identity();
         for (int64_t b = 0; b < blocks; ++b) acc = Policy::combine(acc, partial[o * blocks + b]);
-        py[out_offsets[o]] = Policy::finish(acc);
+        py[out_offsets[o]] = Policy::finish(acc, plan.inner_count);
       }
       return;
     }
     auto row = [&plan, px, py](int64_t n, const int64_t* off, const int64_t* st) {
       for (int64_t j = 0; j < n; ++j) {
         py[off[0] + j * st[0]] =
-            Policy::finish(reduce_all_blocks<T, Policy>(plan, px + off[1] + j * st[1]));
+            Policy::finish(reduce_all_blocks<T, Policy>(plan, px + off[1] + j * st[1]),
+                           plan.inner_count);
       }
     };
     for_each_row(plan.outer, row, plan.inner_count > 0 ? plan.inner_count : 1);
+  });
+}
+
+// ---- argmax / argmin ---------------------------------------------------------------------------
+
+/// Index (row-major over the reduced dims) of the first maximum (IsMax) or minimum; the first
+/// NaN wins over everything, as the reference (and PyTorch).
+template <class T, bool IsMax>
+dx_error_t* arg_kernel(const dx_kernel_call_t* call) noexcept {
+  return guard(call->host, [&] {
+    expect_arity(call, 1, 1);
+    const View in = make_view(call->inputs[0], "input 0");
+    const View out = make_view(call->outputs[0], "output 0");
+    expect_dtype(in, dtype_of<T>(), "input 0");
+    expect_dtype(out, dtype_of<int64_t>(), "output 0");
+    const ReducePlan plan = plan_reduction(call, in, out, /*arg=*/true);
+    if (plan.inner_count == 0) fail(DX_INVALID_ARGUMENT, "cpu: argmax/argmin of an empty set");
+    if (plan.out_count == 0) return;
+    using C = typename Num<T>::C;
+    const T* const px = in.data<T>();
+    int64_t* const py = out.data<int64_t>();
+    auto one = [&plan](const T* x) {
+      C best{};
+      int64_t best_at = -1, position = 0;
+      bool found_nan = false;
+      auto row = [&](int64_t n, const int64_t* off, const int64_t* st) {
+        if (found_nan) return;
+        const T* p = x + off[0];
+        const int64_t s = st[0];
+        for (int64_t i = 0; i < n; ++i) {
+          const C v = Num<T>::load(p[i * s]);
+          if constexpr (std::is_floating_point_v<C>) {
+            if (v != v) {
+              best_at = position + i;
+              found_nan = true;
+              return;
+            }
+          }
+          if (best_at < 0 || (IsMax ? v > best : v < best)) {
+            best = v;
+            best_at = position + i;
+          }
+        }
+        position += n;
+      };
+      run_range(plan.inner, 0, plan.inner_count, row);
+      return best_at;
+    };
+    auto row = [&](int64_t n, const int64_t* off, const int64_t* st) {
+      for (int64_t j = 0; j < n; ++j) py[off[0] + j * st[0]] = one(px + off[1] + j * st[1]);
+    };
+    for_each_row(plan.outer, row, plan.inner_count);
   });
 }
 
@@ -416,11 +541,22 @@ dx_error_t* softmax_kernel(const dx_kernel_call_t* call) noexcept {
 constexpr dx_kernel_flags_t kDeterministic = DX_KERNEL_FLAG_DETERMINISTIC;
 
 template <class T>
+void add_arg(Registrar& r) {
+  constexpr DLDataType t = dtype_of<T>();
+  r.add("dx.argmax", 1, 1, {t, dtype_of<int64_t>()}, &arg_kernel<T, true>, kDeterministic);
+  r.add("dx.argmin", 1, 1, {t, dtype_of<int64_t>()}, &arg_kernel<T, false>, kDeterministic);
+}
+
+template <class T>
 void add_float(Registrar& r) {
   constexpr DLDataType t = dtype_of<T>();
   r.add("dx.sum", 1, 1, {t, t}, &reduce_kernel<T, SumPolicy<T>>, kDeterministic);
   r.add("dx.max", 1, 1, {t, t}, &reduce_kernel<T, MaxPolicy<T>>, kDeterministic);
   r.add("dx.softmax", 1, 1, {t, t}, &softmax_kernel<T>, kDeterministic);
+  r.add("dx.min", 1, 1, {t, t}, &reduce_kernel<T, MinPolicy<T>>, kDeterministic);
+  r.add("dx.prod", 1, 1, {t, t}, &reduce_kernel<T, ProdPolicy<T>>, kDeterministic);
+  r.add("dx.mean", 1, 1, {t, t}, &reduce_kernel<T, MeanPolicy<T>>, kDeterministic);
+  add_arg<T>(r);
 }
 
 template <class T>
@@ -428,6 +564,10 @@ void add_integer(Registrar& r) {
   constexpr DLDataType t = dtype_of<T>();
   r.add("dx.sum", 1, 1, {t, dtype_of<int64_t>()}, &reduce_kernel<T, SumPolicy<T>>, kDeterministic);
   r.add("dx.max", 1, 1, {t, t}, &reduce_kernel<T, MaxPolicy<T>>, kDeterministic);
+  r.add("dx.min", 1, 1, {t, t}, &reduce_kernel<T, MinPolicy<T>>, kDeterministic);
+  r.add("dx.prod", 1, 1, {t, dtype_of<int64_t>()}, &reduce_kernel<T, ProdPolicy<T>>, kDeterministic);
+  r.add("dx.mean", 1, 1, {t, dtype_of<double>()}, &reduce_kernel<T, MeanPolicy<T>>, kDeterministic);
+  add_arg<T>(r);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -412,8 +413,11 @@ TEST_F(CpuPlugin, DescriptorAndRegistrations) {
   EXPECT_EQ(p->capabilities,
             DX_PLUGIN_CAP_KERNELS | DX_PLUGIN_CAP_MEMORY | DX_PLUGIN_CAP_CONCURRENT_KERNELS);
   // 5 arithmetic ops x 9 dtypes, exp/relu x 4, copy/transpose/fill x 10, sum/max/softmax x 4 F,
-  // sum/max x 5 I, matmul x 5.
-  EXPECT_EQ(g_registry.kernels.size(), 45u + 8u + 30u + 12u + 10u + 5u);
+  // sum/max x 5 I, matmul x 5; math.cc: 18 float-only ops x 4, abs/sign/clamp/maximum/minimum
+  // x 9, (6 comparisons + where + 10 casts) x 10, logical and/or/xor/not, bitwise_not x 6;
+  // min/prod/mean/argmax/argmin x 9.
+  EXPECT_EQ(g_registry.kernels.size(),
+            45u + 8u + 30u + 12u + 10u + 5u + 72u + 45u + 170u + 10u + 45u);
   for (const auto& k : g_registry.kernels) EXPECT_EQ(k.device_type, kDLCPU) << k.op;
 
   for (DLDataType t : kIntTypes) {
@@ -1326,6 +1330,406 @@ TEST_F(CpuPlugin, ValidationErrors) {
   Tensor x = make(kF32, {2, 2}), s = make(kF32, {2});
   dx_attr_t axes = Attr::f64("axes", 1.0);
   EXPECT_EQ(invoke("dx.sum", {&x}, {&s}, {axes}).code, DX_INVALID_ARGUMENT);
+}
+
+// ---- math, logic, cast, more reductions (math.cc, reduction.cc) ------------------------------
+
+uint64_t bits_of(const Tensor& t, int64_t i) {
+  uint64_t b = 0;
+  std::memcpy(&b, t.storage.data() + t.position(i), t.element_size());
+  return b;
+}
+
+// Each float-only unary op on hand-picked values with known exact results, every F dtype.
+TEST_F(CpuPlugin, UnaryMathKnownValues) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  struct Case {
+    const char* op;
+    std::vector<double> in, want;
+  };
+  const std::vector<Case> cases = {
+      {"dx.abs", {-3, -0.0, 2.5, -inf}, {3, 0, 2.5, inf}},
+      {"dx.sign", {-3, -0.0, 0.0, 7, -inf}, {-1, 0, 0, 1, -1}},
+      {"dx.reciprocal", {4, -0.5, 0.0, -0.0, inf}, {0.25, -2, inf, -inf, 0}},
+      {"dx.sqrt", {4, 0.25, 0, inf}, {2, 0.5, 0, inf}},
+      {"dx.rsqrt", {4, 0.25, 0, inf}, {0.5, 2, inf, 0}},
+      {"dx.expm1", {0, -inf, inf}, {0, -1, inf}},
+      {"dx.log", {1, 0, inf}, {0, -inf, inf}},
+      {"dx.log1p", {0, -1, inf}, {0, -inf, inf}},
+      {"dx.sin", {0}, {0}},
+      {"dx.cos", {0}, {1}},
+      {"dx.tan", {0}, {0}},
+      {"dx.tanh", {0, inf, -inf}, {0, 1, -1}},
+      {"dx.erf", {0, inf, -inf}, {0, 1, -1}},
+      {"dx.sigmoid", {0, inf, -inf}, {0.5, 1, 0}},
+      {"dx.silu", {0, inf, -inf}, {0, inf, -0.0}},
+      {"dx.gelu", {0, inf, -inf}, {0, inf, -0.0}},
+      {"dx.floor", {-1.5, 1.5, -0.0, 2}, {-2, 1, -0.0, 2}},
+      {"dx.ceil", {-1.5, 1.5, 0.5, 2}, {-1, 2, 1, 2}},
+      {"dx.round", {2.5, 3.5, -0.5, -2.5, 1.25}, {2, 4, -0.0, -2, 1}},
+  };
+  for (DLDataType t : kFloatTypes) {
+    for (const Case& c : cases) {
+      const auto n = static_cast<int64_t>(c.in.size());
+      Tensor x = make(t, {n}, c.in), y = make(t, {n});
+      ASSERT_TRUE(invoke(c.op, {&x}, {&y}).ok()) << c.op << " " << name_of(t);
+      for (int64_t i = 0; i < n; ++i) {
+        EXPECT_EQ(y.at(i), c.want[i]) << c.op << " " << name_of(t) << " at " << i;
+        EXPECT_EQ(std::signbit(y.at(i)), std::signbit(c.want[i])) << c.op << " " << name_of(t) << " at " << i;
+      }
+      // NaN propagates through every one of them.
+      Tensor xn = make(t, {}, {nan}), yn = make(t, {});
+      ASSERT_TRUE(invoke(c.op, {&xn}, {&yn}).ok());
+      EXPECT_TRUE(std::isnan(yn.at(0))) << c.op << " " << name_of(t);
+    }
+    // Domain errors give NaN.
+    Tensor neg = make(t, {2}, {-1, -4}), out = make(t, {2});
+    ASSERT_TRUE(invoke("dx.sqrt", {&neg}, {&out}).ok());
+    EXPECT_TRUE(std::isnan(out.at(0)) && std::isnan(out.at(1)));
+    ASSERT_TRUE(invoke("dx.log", {&neg}, {&out}).ok());
+    EXPECT_TRUE(std::isnan(out.at(0)));
+  }
+}
+
+// f32 results are the f64 libm value rounded once (what the reference computes), on a sweep.
+TEST_F(CpuPlugin, UnaryMathF32IsF64RoundedOnce) {
+  const int64_t n = 2001;
+  std::vector<double> xs(n);
+  for (int64_t i = 0; i < n; ++i) xs[i] = static_cast<float>(-12.0 + 24.0 * static_cast<double>(i) / (n - 1));
+  Tensor x = make(kF32, {n}, xs), y = make(kF32, {n});
+  const std::vector<std::pair<const char*, std::function<double(double)>>> fns = {
+      {"dx.sin", [](double v) { return std::sin(v); }},
+      {"dx.tanh", [](double v) { return std::tanh(v); }},
+      {"dx.erf", [](double v) { return std::erf(v); }},
+      {"dx.expm1", [](double v) { return std::expm1(v); }},
+      {"dx.sigmoid", [](double v) { return 1.0 / (1.0 + std::exp(-v)); }},
+      {"dx.gelu", [](double v) { return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); }},
+  };
+  for (const auto& [op, f] : fns) {
+    ASSERT_TRUE(invoke(op, {&x}, {&y}).ok()) << op;
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(y.raw<float>(i), static_cast<float>(f(xs[i]))) << op << " at x = " << xs[i];
+    }
+  }
+  // gelu's tanh form, selected by the string attribute; an unknown mode is refused.
+  dx_attr_t mode{"approximate", DX_ATTR_STRING, 0, 4, {}};
+  mode.value.str = "tanh";
+  ASSERT_TRUE(invoke("dx.gelu", {&x}, {&y}, {mode}).ok());
+  const double v = xs[1500];
+  const double want = 0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+  EXPECT_EQ(y.raw<float>(1500), static_cast<float>(want));
+  mode.value.str = "fast";
+  EXPECT_EQ(invoke("dx.gelu", {&x}, {&y}, {mode}).code, DX_INVALID_ARGUMENT);
+}
+
+TEST_F(CpuPlugin, IntegerAbsSignClamp) {
+  Tensor x = make(kI8, {5}, {-128, -5, 0, 7, 127}), y = make(kI8, {5});
+  ASSERT_TRUE(invoke("dx.abs", {&x}, {&y}).ok());
+  EXPECT_EQ(y.values(), (std::vector<double>{-128, 5, 0, 7, 127}));  // abs(INT_MIN) wraps
+  ASSERT_TRUE(invoke("dx.sign", {&x}, {&y}).ok());
+  EXPECT_EQ(y.values(), (std::vector<double>{-1, -1, 0, 1, 1}));
+  ASSERT_TRUE(invoke("dx.clamp", {&x}, {&y}, {Attr::i64("min", -3), Attr::i64("max", 1000)}).ok());
+  EXPECT_EQ(y.values(), (std::vector<double>{-3, -3, 0, 7, 127}));
+  // f64 bounds round inward (min 1.5 -> 2, max 6.5 -> 6).
+  ASSERT_TRUE(invoke("dx.clamp", {&x}, {&y}, {Attr::f64("min", 1.5), Attr::f64("max", 6.5)}).ok());
+  EXPECT_EQ(y.values(), (std::vector<double>{2, 2, 2, 6, 6}));
+  // min > max gives max; a NaN bound is refused on integers.
+  ASSERT_TRUE(invoke("dx.clamp", {&x}, {&y}, {Attr::i64("min", 5), Attr::i64("max", 1)}).ok());
+  EXPECT_EQ(y.values(), (std::vector<double>{1, 1, 1, 1, 1}));
+  EXPECT_EQ(invoke("dx.clamp", {&x}, {&y}, {Attr::f64("min", std::nan(""))}).code, DX_INVALID_ARGUMENT);
+  // Floats: NaN in x or a bound propagates; only one bound.
+  Tensor f = make(kF32, {4}, {-2, 0.5, 3, std::nan("")}), g = make(kF32, {4});
+  ASSERT_TRUE(invoke("dx.clamp", {&f}, {&g}, {Attr::none("min"), Attr::f64("max", 1)}).ok());
+  EXPECT_EQ(g.at(0), -2);
+  EXPECT_EQ(g.at(1), 0.5);
+  EXPECT_EQ(g.at(2), 1);
+  EXPECT_TRUE(std::isnan(g.at(3)));
+  ASSERT_TRUE(invoke("dx.clamp", {&f}, {&g}, {Attr::f64("min", std::nan(""))}).ok());
+  EXPECT_TRUE(std::isnan(g.at(0)));
+}
+
+TEST_F(CpuPlugin, PowMaximumMinimum) {
+  for (DLDataType t : kFloatTypes) {
+    Tensor a = make(t, {2, 1}, {2, -3}), b = make(t, {3}, {0, 1, 3}), o = make(t, {2, 3});
+    ASSERT_TRUE(invoke("dx.pow", {&a, &b}, {&o}).ok());
+    EXPECT_EQ(o.values(), (std::vector<double>{1, 2, 8, 1, -3, -27})) << name_of(t);
+    const double nan = std::nan("");
+    Tensor x = make(t, {4}, {1, nan, 5, -1}), y = make(t, {4}, {2, 0, nan, -7}), m = make(t, {4});
+    ASSERT_TRUE(invoke("dx.maximum", {&x, &y}, {&m}).ok());
+    EXPECT_EQ(m.at(0), 2);
+    EXPECT_TRUE(std::isnan(m.at(1)) && std::isnan(m.at(2)));
+    EXPECT_EQ(m.at(3), -1);
+    ASSERT_TRUE(invoke("dx.minimum", {&x, &y}, {&m}).ok());
+    EXPECT_EQ(m.at(0), 1);
+    EXPECT_TRUE(std::isnan(m.at(1)) && std::isnan(m.at(2)));
+    EXPECT_EQ(m.at(3), -7);
+  }
+  // A tie of +0 and -0 returns the second operand (`a > b ? a : b`, as the reference).
+  Tensor pz = make(kF32, {}, {0.0}), nz = make(kF32, {}, {-0.0}), r = make(kF32, {});
+  ASSERT_TRUE(invoke("dx.maximum", {&pz, &nz}, {&r}).ok());
+  EXPECT_TRUE(std::signbit(r.at(0)));
+  Tensor ia = make(kU8, {3}, {0, 200, 7}), ib = make(kU8, {}, {100}), io = make(kU8, {3});
+  ASSERT_TRUE(invoke("dx.maximum", {&ia, &ib}, {&io}).ok());
+  EXPECT_EQ(io.values(), (std::vector<double>{100, 200, 100}));
+}
+
+TEST_F(CpuPlugin, ComparisonsAndLogic) {
+  const double nan = std::nan("");
+  for (DLDataType t : kFloatTypes) {
+    Tensor a = make(t, {4}, {1, 2, nan, -0.0}), b = make(t, {4}, {2, 2, nan, 0.0}), o = make(kBool, {4});
+    const std::vector<std::pair<const char*, std::vector<double>>> want = {
+        {"dx.eq", {0, 1, 0, 1}}, {"dx.ne", {1, 0, 1, 0}}, {"dx.lt", {1, 0, 0, 0}},
+        {"dx.le", {1, 1, 0, 1}}, {"dx.gt", {0, 0, 0, 0}}, {"dx.ge", {0, 1, 0, 1}}};
+    for (const auto& [op, w] : want) {
+      ASSERT_TRUE(invoke(op, {&a, &b}, {&o}).ok()) << op;
+      EXPECT_EQ(o.values(), w) << op << " " << name_of(t);
+    }
+  }
+  // Integers with broadcasting; bool inputs read any non-zero byte as true.
+  Tensor a = make(kI16, {2, 1}, {-1, 3}), b = make(kI16, {3}, {-1, 0, 3}), o = make(kBool, {2, 3});
+  ASSERT_TRUE(invoke("dx.lt", {&a, &b}, {&o}).ok());
+  EXPECT_EQ(o.values(), (std::vector<double>{0, 1, 1, 0, 0, 0}));
+  Tensor p = make(kBool, {4}), q = make(kBool, {4}, {0, 1, 0, 1}), r = make(kBool, {4});
+  p.set_raw<uint8_t>(0, 0);
+  p.set_raw<uint8_t>(1, 0);
+  p.set_raw<uint8_t>(2, 2);
+  p.set_raw<uint8_t>(3, 255);
+  ASSERT_TRUE(invoke("dx.logical_and", {&p, &q}, {&r}).ok());
+  EXPECT_EQ(r.values(), (std::vector<double>{0, 0, 0, 1}));
+  ASSERT_TRUE(invoke("dx.logical_or", {&p, &q}, {&r}).ok());
+  EXPECT_EQ(r.values(), (std::vector<double>{0, 1, 1, 1}));
+  ASSERT_TRUE(invoke("dx.logical_xor", {&p, &q}, {&r}).ok());
+  EXPECT_EQ(r.values(), (std::vector<double>{0, 1, 1, 0}));
+  ASSERT_TRUE(invoke("dx.eq", {&p, &q}, {&r}).ok());
+  EXPECT_EQ(r.values(), (std::vector<double>{1, 0, 0, 1}));
+  ASSERT_TRUE(invoke("dx.logical_not", {&p}, {&r}).ok());
+  EXPECT_EQ(r.values(), (std::vector<double>{1, 1, 0, 0}));
+  ASSERT_TRUE(invoke("dx.bitwise_not", {&p}, {&r}).ok());
+  EXPECT_EQ(r.values(), (std::vector<double>{1, 1, 0, 0}));
+  Tensor i8 = make(kI8, {2}, {5, -128}), i8o = make(kI8, {2});
+  ASSERT_TRUE(invoke("dx.bitwise_not", {&i8}, {&i8o}).ok());
+  EXPECT_EQ(i8o.values(), (std::vector<double>{-6, 127}));
+  Tensor u8 = make(kU8, {1}, {0}), u8o = make(kU8, {1});
+  ASSERT_TRUE(invoke("dx.bitwise_not", {&u8}, {&u8o}).ok());
+  EXPECT_EQ(u8o.at(0), 255);
+  Tensor bad = make(kBool, {3});
+  EXPECT_EQ(invoke("dx.eq", {&a, &b}, {&bad}).code, DX_SHAPE_MISMATCH);
+}
+
+TEST_F(CpuPlugin, WhereCopiesBitsWithBroadcasting) {
+  Tensor c = make(kBool, {2, 1}, {1, 0}), a = make(kF32, {3}, {1, 2, 3}), b = make(kF32, {}, {0}),
+         o = make(kF32, {2, 3});
+  a.set_raw<uint32_t>(1, 0x7fc01234u);  // a NaN payload survives
+  ASSERT_TRUE(invoke("dx.where", {&c, &a, &b}, {&o}).ok());
+  EXPECT_EQ(o.at(0), 1);
+  EXPECT_EQ(o.raw<uint32_t>(1), 0x7fc01234u);
+  EXPECT_EQ(o.at(2), 3);
+  EXPECT_EQ(o.values()[3], 0);
+  EXPECT_EQ(o.at(5), 0);
+  // Strided condition, i64 values.
+  Tensor cs = make_view(kBool, {3}, {2}, 1, {1, 0, 1}), x = make(kI64, {3}, {7, 8, 9}),
+         y = make(kI64, {3}, {-1, -2, -3}), z = make(kI64, {3});
+  ASSERT_TRUE(invoke("dx.where", {&cs, &x, &y}, {&z}).ok());
+  EXPECT_EQ(z.values(), (std::vector<double>{7, -2, 9}));
+}
+
+TEST_F(CpuPlugin, CastConversions) {
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  // Float -> int: truncate toward zero, saturate, NaN -> 0.
+  Tensor f = make(kF32, {6}, {-2.7, 2.7, 1e10, -1e10, nan, -inf}), i = make(kI32, {6});
+  ASSERT_TRUE(invoke("dx.cast", {&f}, {&i}).ok());
+  EXPECT_EQ(i.values(), (std::vector<double>{-2, 2, 2147483647, -2147483648.0, 0, -2147483648.0}));
+  Tensor d = make(kF64, {3}, {-1, 300, 255.9}), u = make(kU8, {3});
+  ASSERT_TRUE(invoke("dx.cast", {&d}, {&u}).ok());
+  EXPECT_EQ(u.values(), (std::vector<double>{0, 255, 255}));
+  // Float -> bool: != 0 (NaN is true, -0 false).
+  Tensor fb = make(kF16, {3}, {nan, -0.0, 0.5}), b = make(kBool, {3});
+  ASSERT_TRUE(invoke("dx.cast", {&fb}, {&b}).ok());
+  EXPECT_EQ(b.values(), (std::vector<double>{1, 0, 1}));
+  // Int -> int wraps; bool reads any non-zero byte as 1.
+  Tensor w = make(kI32, {2}, {300, -1}), w8 = make(kI8, {2});
+  ASSERT_TRUE(invoke("dx.cast", {&w}, {&w8}).ok());
+  EXPECT_EQ(w8.values(), (std::vector<double>{44, -1}));
+  Tensor bb = make(kBool, {1}), bi = make(kI32, {1});
+  bb.set_raw<uint8_t>(0, 2);
+  ASSERT_TRUE(invoke("dx.cast", {&bb}, {&bi}).ok());
+  EXPECT_EQ(bi.at(0), 1);
+  // i64 -> bf16 rounds once: 2^62 + 2^54 + 1 is above the halfway point, so it rounds up
+  // (through f64 with round-to-nearest it would tie and round down to even).
+  Tensor big = make(kI64, {1}), bf = make(kBF16, {1});
+  big.set_raw<int64_t>(0, (int64_t{1} << 62) + (int64_t{1} << 54) + 1);
+  ASSERT_TRUE(invoke("dx.cast", {&big}, {&bf}).ok());
+  EXPECT_EQ(bf.at(0), std::ldexp(1.0, 62) + std::ldexp(1.0, 55));
+  // f64 -> f16 overflows to Inf, rounds to nearest even; f16 -> f32 exact.
+  Tensor wide = make(kF64, {2}, {70000, 1 + std::ldexp(1.0, -11)}), h = make(kF16, {2});
+  ASSERT_TRUE(invoke("dx.cast", {&wide}, {&h}).ok());
+  EXPECT_EQ(h.at(0), inf);
+  EXPECT_EQ(h.at(1), 1.0);
+  Tensor back = make(kF32, {2});
+  ASSERT_TRUE(invoke("dx.cast", {&h}, {&back}).ok());
+  EXPECT_EQ(back.at(0), inf);
+  // The dtype attribute must name the output dtype.
+  dx_attr_t name{"dtype", DX_ATTR_STRING, 0, 3, {}};
+  name.value.str = "f32";
+  EXPECT_TRUE(invoke("dx.cast", {&h}, {&back}, {name}).ok());
+  name.value.str = "f64";
+  EXPECT_EQ(invoke("dx.cast", {&h}, {&back}, {name}).code, DX_INVALID_ARGUMENT);
+  EXPECT_TRUE(invoke("dx.cast", {&h}, {&back}, {Attr::i64("dtype", kDLFloat | (32 << 8) | (1 << 16))}).ok());
+  // Every one of the 100 pairs is registered.
+  const std::vector<DLDataType> all = {kF64, kF32, kF16, kBF16, kI64, kI32, kI16, kI8, kU8, kBool};
+  for (DLDataType from : all)
+    for (DLDataType to : all) EXPECT_NE(find_kernel("dx.cast", {from, to}), nullptr) << name_of(from) << name_of(to);
+}
+
+TEST_F(CpuPlugin, MeanProdMin) {
+  const std::vector<int64_t> ax1 = {1};
+  for (DLDataType t : kFloatTypes) {
+    Tensor x = make(t, {2, 3}, {1, 2, 3, 4, -5, 6}), o = make(t, {2});
+    ASSERT_TRUE(invoke("dx.mean", {&x}, {&o}, reduce_attrs(&ax1, false)).ok());
+    EXPECT_EQ(o.at(0), 2);
+    EXPECT_NEAR(o.at(1), 5.0 / 3.0, tolerance(t, 2));
+    ASSERT_TRUE(invoke("dx.prod", {&x}, {&o}, reduce_attrs(&ax1, false)).ok());
+    EXPECT_EQ(o.values(), (std::vector<double>{6, -120}));
+    ASSERT_TRUE(invoke("dx.min", {&x}, {&o}, reduce_attrs(&ax1, false)).ok());
+    EXPECT_EQ(o.values(), (std::vector<double>{1, -5}));
+    Tensor e = make(t, {0}), s = make(t, {});
+    ASSERT_TRUE(invoke("dx.mean", {&e}, {&s}, reduce_attrs(nullptr, false)).ok());
+    EXPECT_TRUE(std::isnan(s.at(0)));
+    ASSERT_TRUE(invoke("dx.prod", {&e}, {&s}, reduce_attrs(nullptr, false)).ok());
+    EXPECT_EQ(s.at(0), 1);
+    EXPECT_EQ(invoke("dx.min", {&e}, {&s}, reduce_attrs(nullptr, false)).code, DX_INVALID_ARGUMENT);
+    Tensor n = make(t, {3}, {1, std::nan(""), -4});
+    ASSERT_TRUE(invoke("dx.min", {&n}, {&s}, reduce_attrs(nullptr, false)).ok());
+    EXPECT_TRUE(std::isnan(s.at(0)));
+  }
+  // Integers: mean in f64 from an exact sum, prod in i64 with wrap, min in the dtype.
+  Tensor i = make(kI64, {3}), m = make(kF64, {}), p = make(kI64, {}), mn = make(kI64, {});
+  i.set_raw<int64_t>(0, std::numeric_limits<int64_t>::max());
+  i.set_raw<int64_t>(1, std::numeric_limits<int64_t>::max());
+  i.set_raw<int64_t>(2, 4);
+  ASSERT_TRUE(invoke("dx.mean", {&i}, {&m}, reduce_attrs(nullptr, false)).ok());
+  EXPECT_EQ(m.at(0), (2.0 * 9223372036854775807.0 + 4) / 3);  // no i64 overflow in the sum
+  ASSERT_TRUE(invoke("dx.prod", {&i}, {&p}, reduce_attrs(nullptr, false)).ok());
+  EXPECT_EQ(p.raw<int64_t>(0), 4);  // (2^63 - 1)^2 * 4 wraps to 4
+  ASSERT_TRUE(invoke("dx.min", {&i}, {&mn}, reduce_attrs(nullptr, false)).ok());
+  EXPECT_EQ(mn.raw<int64_t>(0), 4);
+  Tensor u = make(kU8, {2, 2}, {200, 2, 3, 4}), up = make(kI64, {2}), um = make(kF64, {2});
+  const std::vector<int64_t> ax0 = {0};
+  ASSERT_TRUE(invoke("dx.prod", {&u}, {&up}, reduce_attrs(&ax0, false)).ok());
+  EXPECT_EQ(up.values(), (std::vector<double>{600, 8}));
+  ASSERT_TRUE(invoke("dx.mean", {&u}, {&um}, reduce_attrs(&ax0, false)).ok());
+  EXPECT_EQ(um.values(), (std::vector<double>{101.5, 3}));
+  // An empty reduced set is an error for min even when the output is empty too (as the reference).
+  Tensor ee = make(kF32, {0, 0}), eo = make(kF32, {0});
+  EXPECT_EQ(invoke("dx.min", {&ee}, {&eo}, reduce_attrs(&ax0, false)).code, DX_INVALID_ARGUMENT);
+}
+
+TEST_F(CpuPlugin, ArgmaxArgmin) {
+  auto arg_attrs = [](std::optional<int64_t> axis, bool keep) {
+    return std::vector<dx_attr_t>{axis ? Attr::i64("axis", *axis) : Attr::none("axis"), Attr::boolean("keepdims", keep)};
+  };
+  for (DLDataType t : kFloatTypes) {
+    Tensor x = make(t, {2, 3}, {3, 1, 3, 1, 5, 1}), s = make(kI64, {});
+    ASSERT_TRUE(invoke("dx.argmax", {&x}, {&s}, arg_attrs(std::nullopt, false)).ok());
+    EXPECT_EQ(s.at(0), 4);
+    ASSERT_TRUE(invoke("dx.argmin", {&x}, {&s}, arg_attrs(std::nullopt, false)).ok());
+    EXPECT_EQ(s.at(0), 1);  // first of the ties
+    Tensor r = make(kI64, {3});
+    ASSERT_TRUE(invoke("dx.argmax", {&x}, {&r}, arg_attrs(0, false)).ok());
+    EXPECT_EQ(r.values(), (std::vector<double>{0, 1, 0}));
+    Tensor k = make(kI64, {2, 1});
+    ASSERT_TRUE(invoke("dx.argmin", {&x}, {&k}, arg_attrs(-1, true)).ok());
+    EXPECT_EQ(k.values(), (std::vector<double>{1, 0}));
+    Tensor all1 = make(kI64, {1, 1});
+    ASSERT_TRUE(invoke("dx.argmax", {&x}, {&all1}, arg_attrs(std::nullopt, true)).ok());
+    EXPECT_EQ(all1.at(0), 4);
+    // The first NaN wins for both.
+    Tensor n = make(t, {4}, {1, std::nan(""), 9, std::nan("")});
+    ASSERT_TRUE(invoke("dx.argmax", {&n}, {&s}, arg_attrs(std::nullopt, false)).ok());
+    EXPECT_EQ(s.at(0), 1);
+    ASSERT_TRUE(invoke("dx.argmin", {&n}, {&s}, arg_attrs(std::nullopt, false)).ok());
+    EXPECT_EQ(s.at(0), 1);
+  }
+  // Rank 0 accepts axis 0 / -1; other axes are out of range; empty sets are errors.
+  Tensor z = make(kI32, {}, {7}), s = make(kI64, {});
+  ASSERT_TRUE(invoke("dx.argmax", {&z}, {&s}, arg_attrs(-1, false)).ok());
+  EXPECT_EQ(s.at(0), 0);
+  EXPECT_EQ(invoke("dx.argmax", {&z}, {&s}, arg_attrs(1, false)).code, DX_OUT_OF_RANGE);
+  Tensor e = make(kI32, {0});
+  EXPECT_EQ(invoke("dx.argmin", {&e}, {&s}, arg_attrs(std::nullopt, false)).code, DX_INVALID_ARGUMENT);
+  // Large and strided: a transposed view, parallel over outputs; one long flattened reduction.
+  const int64_t rows = 300, cols = 500;
+  Tensor big = make(kF32, {rows * cols}, iota(rows * cols, 0, 0));
+  big.set(123457, 5);
+  big.set(140000, 5);  // a later tie: the first index wins
+  ASSERT_TRUE(invoke("dx.argmax", {&big}, {&s}, arg_attrs(std::nullopt, false)).ok());
+  EXPECT_EQ(s.at(0), 123457);
+  Tensor tv = make_view(kF32, {cols, rows}, {1, cols}, 0);  // transposed view of [rows, cols]
+  for (int64_t i = 0; i < rows * cols; ++i) tv.set(i, static_cast<double>((i * 7919) % 1009));
+  Tensor per_row = make(kI64, {cols});
+  ASSERT_TRUE(invoke("dx.argmin", {&tv}, {&per_row}, arg_attrs(1, false)).ok());
+  for (int64_t r = 0; r < cols; ++r) {
+    int64_t best = 0;
+    for (int64_t c = 1; c < rows; ++c)
+      if (tv.at(r * rows + c) < tv.at(r * rows + best)) best = c;
+    ASSERT_EQ(per_row.at(r), best) << r;
+  }
+}
+
+// All 100 cast signatures against an independent element-by-element model (the conformance suite
+// certifies one signature per input dtype; this covers the rest).
+TEST_F(CpuPlugin, CastEveryPairMatchesModel) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  const std::vector<double> float_values = {0, -0.0, 1, -1, 2.5, -2.7, 127.9, 128, 255, 256, 300, -129,
+                                            -32769, 65504, 70000, 3e9, 1e10, -1e10, inf, -inf, nan,
+                                            1e-8, 3.140625};
+  const std::vector<double> int_values = {0, 1, -1, 5, 127, 128, -128, 255, 256, 300, -129, 32767, -32768,
+                                          65535, 2147483647, -2147483648.0};
+  const std::vector<DLDataType> all = {kF64, kF32, kF16, kBF16, kI64, kI32, kI16, kI8, kU8, kBool};
+  auto int_range = [](DLDataType t, double& lo, double& hi) {
+    if (t.code == kDLUInt) { lo = 0; hi = 255; return; }
+    hi = std::ldexp(1.0, t.bits - 1) - 1;
+    lo = -std::ldexp(1.0, t.bits - 1);
+  };
+  for (DLDataType from : all) {
+    const auto& values = is_float(from) ? float_values : int_values;
+    const auto n = static_cast<int64_t>(values.size());
+    Tensor x = make(from, {n}, values);
+    for (DLDataType to : all) {
+      Tensor y = make(to, {n});
+      ASSERT_TRUE(invoke("dx.cast", {&x}, {&y}).ok()) << name_of(from) << " -> " << name_of(to);
+      for (int64_t i = 0; i < n; ++i) {
+        const double v = x.at(i);  // the input's exact value
+        double want;
+        if (same(to, kBool)) {
+          want = v != 0 ? 1 : 0;  // NaN is true
+        } else if (is_float(to)) {
+          Tensor tmp = make(to, {1}, {v});
+          want = tmp.at(0);
+        } else if (is_float(from)) {
+          double lo, hi;
+          int_range(to, lo, hi);
+          want = std::isnan(v) ? 0 : std::min(std::max(std::trunc(v), lo), hi);
+        } else if (to.bits == 64) {
+          want = v;  // every test value fits
+        } else {
+          double lo, hi;
+          int_range(to, lo, hi);
+          const double span = hi - lo + 1;
+          want = std::fmod(v - lo, span);
+          if (want < 0) want += span;
+          want += lo;  // two's complement wrap
+        }
+        const double got = y.at(i);
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(got)) << name_of(from) << " -> " << name_of(to) << " of " << v;
+        } else {
+          EXPECT_EQ(got, want) << name_of(from) << " -> " << name_of(to) << " of " << v;
+          if (is_float(to)) EXPECT_EQ(std::signbit(got), std::signbit(want)) << name_of(from) << " -> " << name_of(to) << " of " << v;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,605 @@
+// The elementwise math and logic kernels beyond the arithmetic core of elementwise.cc:
+// abs, sign, reciprocal, sqrt, rsqrt, expm1, log, log1p, sin, cos, tan, tanh, erf, sigmoid,
+// silu, gelu, floor, ceil, round, clamp; pow, maximum, minimum; the comparisons; logical
+// and/or/xor/not; bitwise_not; where; cast between every pair of dtypes.
+//
+// Transcendentals compute in f64 with the `std::` function and round once to the output dtype
+// (for f32, f16 and bf16), which is what the reference does: results are the reference's bits
+// wherever both use the same libm, and within the CONFORMANCE.md ulp bounds anyway. Ops whose
+// result is exact (abs, sign, floor, max/min, comparisons, clamp, where, cast) are bit-exact by
+// construction and follow the reference's choices where OPS.md leaves one open (NaN handling,
+// ties of +0/-0, saturation, bool conversions).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numbers>
+#include <optional>
+#include <string>
+
+#include "kernels.h"
+#include "map.h"
+
+namespace deepx::cpu {
+namespace {
+
+// ---- f64 round trips for the floating storage types --------------------------------------------
+
+template <class T>
+double to_f64(T v) {
+  if constexpr (std::is_same_v<T, Half>) return half_to_float(v.bits);
+  else if constexpr (std::is_same_v<T, BFloat16>) return bfloat16_to_float(v.bits);
+  else return static_cast<double>(v);
+}
+
+/// Rounds once (to nearest even) from f64 to T.
+template <class T>
+T from_f64(double d) {
+  if constexpr (std::is_same_v<T, Half>) return Half{double_to_half(d)};
+  else if constexpr (std::is_same_v<T, BFloat16>) return BFloat16{double_to_bfloat16(d)};
+  else return static_cast<T>(d);
+}
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kSqrt2OverPi = 0.7978845608028654;  // sqrt(2 / pi), as the reference
+constexpr double kGeluCubic = 0.044715;
+
+double nan_max(double a, double b) { return (a != a || b != b) ? a + b : (a > b ? a : b); }
+double nan_min(double a, double b) { return (a != a || b != b) ? a + b : (a < b ? a : b); }
+
+// ---- unary float functions (f64 in, f64 out; the kernel rounds once) ----------------------------
+
+struct Reciprocal { static double f(double x) { return 1.0 / x; } };
+struct Sqrt { static double f(double x) { return std::sqrt(x); } };
+struct Rsqrt { static double f(double x) { return 1.0 / std::sqrt(x); } };
+struct Expm1 { static double f(double x) { return std::expm1(x); } };
+struct Log { static double f(double x) { return std::log(x); } };
+struct Log1p { static double f(double x) { return std::log1p(x); } };
+struct Sin { static double f(double x) { return std::sin(x); } };
+struct Cos { static double f(double x) { return std::cos(x); } };
+struct Tan { static double f(double x) { return std::tan(x); } };
+struct Tanh { static double f(double x) { return std::tanh(x); } };
+struct Erf { static double f(double x) { return std::erf(x); } };
+struct Sigmoid { static double f(double x) { return 1.0 / (1.0 + std::exp(-x)); } };
+// At -Inf the limit -0 (the formula would give -Inf / Inf = NaN).
+struct Silu { static double f(double x) { return x == -kInf ? -0.0 : x / (1.0 + std::exp(-x)); } };
+struct GeluErf {
+  static double f(double x) {
+    return x == -kInf ? -0.0 : 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2));
+  }
+};
+struct GeluTanh {
+  static double f(double x) {
+    return x == -kInf ? -0.0
+                      : 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + kGeluCubic * x * x * x)));
+  }
+};
+struct Floor { static double f(double x) { return std::floor(x); } };
+struct Ceil { static double f(double x) { return std::ceil(x); } };
+// Half to even: nearbyint in the default rounding mode.
+struct Round { static double f(double x) { return std::nearbyint(x); } };
+
+// Cheap ops go parallel only on large tensors; libm calls on much smaller ones.
+template <class Fn>
+constexpr int64_t cost_of() {
+  if constexpr (std::is_same_v<Fn, Reciprocal> || std::is_same_v<Fn, Sqrt> ||
+                std::is_same_v<Fn, Rsqrt> || std::is_same_v<Fn, Floor> ||
+                std::is_same_v<Fn, Ceil> || std::is_same_v<Fn, Round>) {
+    return 4;
+  } else {
+    return 32;
+  }
+}
+
+void check_same_shape(const View& out, const View& in) {
+  bool ok = out.rank == in.rank;
+  for (int d = 0; ok && d < in.rank; ++d) ok = out.shape[d] == in.shape[d];
+  if (!ok) {
+    fail(DX_SHAPE_MISMATCH, "cpu: output shape " + shape_string(out.shape, out.rank) +
+                                " differs from input shape " + shape_string(in.shape, in.rank));
+  }
+}
+
+/// Validates a unary call with input dtype In and output dtype Out; returns {out, in}.
+template <class In, class Out>
+std::pair<View, View> unary_views(const dx_kernel_call_t* call) {
+  expect_arity(call, 1, 1);
+  const View in = make_view(call->inputs[0], "input 0");
+  const View out = make_view(call->outputs[0], "output 0");
+  expect_dtype(in, dtype_of<In>(), "input 0");
+  expect_dtype(out, dtype_of<Out>(), "output 0");
+  check_same_shape(out, in);
+  return {out, in};
+}
+
+template <class T, class Fn>
+dx_error_t* float_unary_kernel(const dx_kernel_call_t* call) noexcept {
+  return guard(call->host, [&] {
+    const auto [out, in] = unary_views<T, T>(call);
+    map_elements<T, T>(out, {&in}, [](T x) { return from_f64<T>(Fn::f(to_f64(x))); },
+                       cost_of<Fn>());
+  });
+}
+
+/// dx.gelu: attr `approximate` unset / "none" (erf form) or "tanh".
+template <class T>
+dx_error_t* gelu_kernel(const dx_kernel_call_t* call) noexcept {
+  return guard(call->host, [&] {
+    bool tanh_form = false;
+    if (const dx_attr_t* a = attr_at(call, 0)) {
+      if (a->type != DX_ATTR_STRING || a->value.str == nullptr) {
+        fail(DX_INVALID_ARGUMENT, "cpu: dx.gelu: attribute 'approximate' must be a string");
+      }
+      const std::string mode = a->count > 0 ? std::string(a->value.str, static_cast<size_t>(a->count))
+                                            : std::string(a->value.str);
+      if (mode == "tanh") tanh_form = true;
+      else if (mode != "none") {
+        fail(DX_INVALID_ARGUMENT, "cpu: dx.gelu: approximate must be \"none\" or \"tanh\", got \"" +
+                                      mode + "\"");
+      }
+    }
+    const auto [out, in] = unary_views<T, T>(call);
+    if (tanh_form) {
+      map_elements<T, T>(out, {&in}, [](T x) { return from_f64<T>(GeluTanh::f(to_f64(x))); }, 32);
+    } else {
+      map_elements<T, T>(out, {&in}, [](T x) { return from_f64<T>(GeluErf::f(to_f64(x))); }, 32);
+    }
+  });
+}
+
+// ---- abs, sign (F and I) ------------------------------------------------------------------------
+
+template <class T>
+T abs_of(T x) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    return T{static_cast<uint16_t>(x.bits & 0x7fffu)};
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return std::fabs(x);
+  } else if constexpr (std::is_signed_v<T>) {
+    // Wraps: abs(INT_MIN) = INT_MIN.
+    return x < 0 ? static_cast<T>(WrapT<T>(0) - WrapT<T>(x)) : x;
+  } else {
+    return x;
+  }
+}
+
+template <class T>
+T sign_of(T x) {
+  if constexpr (is_float_v<T>) {
+    // -1, 0 or 1; NaN stays NaN; both zeros give +0.
+    const double v = to_f64(x);
+    return from_f64<T>(v != v ? v : (v > 0 ? 1.0 : (v < 0 ? -1.0 : 0.0)));
+  } else {
+    return static_cast<T>(x > 0 ? 1 : (x < 0 ? -1 : 0));
+  }
+}
+
+template <class T>
+dx_error_t* abs_kernel(const dx_kernel_call_t* call) noexcept {
+  return guard(call->host, [&] {
+    const auto [out, in] = unary_views<T, T>(call);
+    map_elements<T, T>(out, {&in}, [](T x) { return abs_of(x); });
+  });
+}
+
+template <class T>
+dx_error_t* sign_kernel(const dx_kernel_call_t* call) noexcept {
+  return guard(call->host, [&] {
+    const auto [out, in] = unary_views<T, T>(call);
+    map_elements<T, T>(out, {&in}, [](T x) { return sign_of(x); });
+  });
+}
+
+// ---- clamp --------------------------------------------------------------------------------------
+
+std::optional<double> float_bound(const dx_kernel_call_t* call, int slot, const char* name) {
+  const dx_attr_t* a = attr_at(call, slot);
+  if (a == nullptr) return std::nullopt;
+  if (a->type == DX_ATTR_F64) return a->value.f64;
+  if (a->type == DX_ATTR_I64) return static_cast<double>(a->value.i64);
+  fail(DX_INVALID_ARGUMENT, std::string("cpu: dx.clamp: attribute '") + name + "' must be an f64");
+}
+
+/// Integer bound saturated to T's range: an i64 exactly, an f64 rounded inward (ceil for the
+/// lower bound, floor for the upper); a NaN bound is an error.
+template <class T>
+std::optional<int64_t> int_bound(const dx_kernel_call_t* call, int slot, const char* name,
+                                 bool lower) {
+  const dx_attr_t* a = attr_at(call, slot);
+  if (a == nullptr) return std::nullopt;
+  constexpr int64_t lo = std::numeric_limits<T>::min(), hi = std::numeric_limits<T>::max();
+  if (a->type == DX_ATTR_I64) return std::clamp<int64_t>(a->value.i64, lo, hi);
+  if (a->type != DX_ATTR_F64) {
+    fail(DX_INVALID_ARGUMENT, std::string("cpu: dx.clamp: '") + name + "' must be an i64 or f64");
+  }
+  const double v = a->value.f64;
+  if (v != v) fail(DX_INVALID_ARGUMENT, std::string("cpu: dx.clamp: '") + name + "' is NaN on an integer tensor");
+  const double t = lower ? std::ceil(v) : std::floor(v);
+  if (t <= static_cast<double>(lo)) return lo;
+  if (t >= static_cast<double>(hi)) return hi;
+  return static_cast<int64_t>(t);
+}
+
+template <class T>
+dx_error_t* clamp_kernel(const dx_kernel_call_t* call) noexcept {
+  return guard(call->host, [&] {
+    if constexpr (is_float_v<T>) {
+      // max(x, lo) then min(., hi) in f64, NaN (in x or a bound) propagating; lo > hi gives hi.
+      const std::optional<double> lo = float_bound(call, DX_CLAMP_MIN, "min");
+      const std::optional<double> hi = float_bound(call, DX_CLAMP_MAX, "max");
+      const auto [out, in] = unary_views<T, T>(call);
+      const bool has_lo = lo.has_value(), has_hi = hi.has_value();
+      const double l = lo.value_or(0), h = hi.value_or(0);
+      map_elements<T, T>(out, {&in}, [=](T x) {
+        double v = to_f64(x);
+        if (has_lo) v = nan_max(v, l);
+        if (has_hi) v = nan_min(v, h);
+        return from_f64<T>(v);
+      });
+    } else {
+      const std::optional<int64_t> lo = int_bound<T>(call, DX_CLAMP_MIN, "min", true);
+      const std::optional<int64_t> hi = int_bound<T>(call, DX_CLAMP_MAX, "max", false);
+      const auto [out, in] = unary_views<T, T>(call);
+      const T l = static_cast<T>(lo.value_or(std::numeric_limits<T>::min()));
+      const T h = static_cast<T>(hi.value_or(std::numeric_limits<T>::max()));
+      map_elements<T, T>(out, {&in}, [=](T x) {
+        const T a = x < l ? l : x;
+        return a > h ? h : a;
+      });
+    }
+  });
+}
+
+// ---- binary: pow, maximum, minimum --------------------------------------------------------------
+
+/// Validates a broadcasting binary call (inputs of dtype In, output Out); returns {out, a, b}.
+template <class In, class Out>
+std::array<View, 3> binary_views(const dx_kernel_call_t* call) {
+  expect_arity(call, 2, 1);
+  const View a = make_view(call->inputs[0], "input 0");
+  const View b = make_view(call->inputs[1], "input 1");
+  const View out = make_view(call->outputs[0], "output 0");
+  expect_dtype(a, dtype_of<In>(), "input 0");
+  expect_dtype(b, dtype_of<In>(), "input 1");
+  expect_dtype(out, dtype_of<Out>(), "output 0");
+  expect_broadcast_of<2>(out, {&a, &b});
+  return {out, a, b};
+}
+
+template <class T>
+dx_error_t* pow_kernel(const dx_kernel_call_t* call) noexcept {
+  return guard(call->host, [&] {
+    const auto v = binary_views<T, T>(call);
+    map_elements<T, T, T>(v[0], {&v[1], &v[2]},
+                          [](T a, T b) { return from_f64<T>(std::pow(to_f64(a), to_f64(b))); }, 32);
+  });
+}
+
+/// maximum (Max = true) / minimum: NaN propagates (a + b), otherwise `a > b ? a : b` exactly as
+/// the reference (so maximum(+0, -0) = -0, maximum(-0, +0) = +0).
+template <class T, bool Max>
+dx_error_t* extremum_kernel(const dx_kernel_call_t* call) noexcept {
+  return guard(call->host, [&] {
+    const auto v = binary_views<T, T>(call);
+    map_elements<T, T, T>(v[0], {&v[1], &v[2]}, [](T a, T b) {
+      if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+        const float x = Num<T>::load(a), y = Num<T>::load(b);
+        if (x != x || y != y) return x != x ? a : b;
+        return (Max ? x > y : x < y) ? a : b;
+      } else if constexpr (std::is_floating_point_v<T>) {
+        if (a != a || b != b) return a + b;
+        return (Max ? a > b : a < b) ? a : b;
+      } else {
+        return (Max ? a > b : a < b) ? a : b;
+      }
+    });
+  });
+}
+
+// ---- comparisons, logic -------------------------------------------------------------------------
+
+enum class Cmp { Eq, Ne, Lt, Le, Gt, Ge };
+
+template <class T>
+auto compare_value(T v) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) return Num<T>::load(v);
+  else if constexpr (std::is_same_v<T, Bool>) return static_cast<int>(v.bits != 0);
+  else return v;
+}
+
+template <class T, Cmp Op>
+dx_error_t* compare_kernel(const dx_kernel_call_t* call) noexcept {
+  return guard(call->host, [&] {
+    const auto v = binary_views<T, Bool>(call);
+    map_elements<Bool, T, T>(v[0], {&v[1], &v[2]}, [](T a, T b) {
+      const auto x = compare_value(a), y = compare_value(b);
+      bool r;
+      if constexpr (Op == Cmp::Eq) r = x == y;
+      else if constexpr (Op == Cmp::Ne) r = x != y;  // true for NaN, as IEEE
+      else if constexpr (Op == Cmp::Lt) r = x < y;
+      else if constexpr (Op == Cmp::Le) r = x <= y;
+      else if constexpr (Op == Cmp::Gt) r = x > y;
+      else r = x >= y;
+      return Bool{static_cast<uint8_t>(r)};
+    });
+  });
+}
+
+enum class Logic { And, Or, Xor };
+
+/// Any non-zero byte reads as true; the output is 0/1.
+template <Logic Op>
+dx_error_t* logic_kernel(const dx_kernel_call_t* call) noexcept {
+  return guard(call->host, [&] {
+    const auto v = binary_views<Bool, Bool>(call);
+    map_elements<Bool, Bool, Bool>(v[0], {&v[1], &v[2]}, [](Bool a, Bool b) {
+      const bool x = a.bits != 0, y = b.bits != 0;
+      bool r;
+      if constexpr (Op == Logic::And) r = x && y;
+      else if constexpr (Op == Logic::Or) r = x || y;
+      else r = x != y;
+      return Bool{static_cast<uint8_t>(r)};
+    });
+  });
+}
+
+dx_error_t* logical_not_kernel(const dx_kernel_call_t* call) noexcept {
+  return guard(call->host, [&] {
+    const auto [out, in] = unary_views<Bool, Bool>(call);
+    map_elements<Bool, Bool>(out, {&in}, [](Bool x) { return Bool{static_cast<uint8_t>(x.bits == 0)}; });
+  });
+}
+
+/// ~x in two's complement; on bool, logical not.
+template <class T>
+dx_error_t* bitwise_not_kernel(const dx_kernel_call_t* call) noexcept {
+  return guard(call->host, [&] {
+    const auto [out, in] = unary_views<T, T>(call);
+    map_elements<T, T>(out, {&in}, [](T x) {
+      if constexpr (std::is_same_v<T, Bool>) return Bool{static_cast<uint8_t>(x.bits == 0)};
+      else return static_cast<T>(~x);
+    });
+  });
+}
+
+// ---- where --------------------------------------------------------------------------------------
+
+template <size_t Size>
+using Bits = std::conditional_t<
+    Size == 1, uint8_t,
+    std::conditional_t<Size == 2, uint16_t, std::conditional_t<Size == 4, uint32_t, uint64_t>>>;
+
+/// (bool cond, T a, T b) -> T with broadcasting; element bits are copied unchanged.
+template <class T>
+dx_error_t* where_kernel(const dx_kernel_call_t* call) noexcept {
+  return guard(call->host, [&] {
+    expect_arity(call, 3, 1);
+    const View c = make_view(call->inputs[0], "input 0");
+    const View a = make_view(call->inputs[1], "input 1");
+    const View b = make_view(call->inputs[2], "input 2");
+    const View out = make_view(call->outputs[0], "output 0");
+    expect_dtype(c, dtype_of<Bool>(), "input 0");
+    expect_dtype(a, dtype_of<T>(), "input 1");
+    expect_dtype(b, dtype_of<T>(), "input 2");
+    expect_dtype(out, dtype_of<T>(), "output 0");
+    expect_broadcast_of<3>(out, {&c, &a, &b});
+    using R = Bits<sizeof(T)>;
+    map_elements<R, uint8_t, R, R>(out, {&c, &a, &b},
+                                   [](uint8_t cond, R x, R y) { return cond != 0 ? x : y; });
+  });
+}
+
+// ---- cast ---------------------------------------------------------------------------------------
+
+/// f64 -> integer: truncate toward zero, saturate, NaN -> 0.
+template <class T>
+T saturate_from_f64(double d) {
+  if (d != d) return T(0);
+  constexpr T lo = std::numeric_limits<T>::min();
+  constexpr T hi = std::numeric_limits<T>::max();
+  const double t = std::trunc(d);
+  if (t <= static_cast<double>(lo)) return lo;
+  if (t >= static_cast<double>(hi)) return hi;  // (double)hi may round up: >= catches it
+  return static_cast<T>(t);
+}
+
+/// i64 -> f64 rounded to odd, so that a second rounding to f16/bf16 is the correct one.
+double int64_to_f64_round_odd(int64_t v) {
+  double d = static_cast<double>(v);
+  __extension__ typedef __int128 Int128;
+  // d is an integer of magnitude <= 2^63, exactly representable as a 128-bit integer.
+  const Int128 error = static_cast<Int128>(v) - static_cast<Int128>(d);
+  if (error == 0) return d;
+  if ((d > 0 && error < 0) || (d < 0 && error > 0)) d = std::nextafter(d, 0.0);  // truncate
+  uint64_t bits;
+  std::memcpy(&bits, &d, sizeof bits);
+  bits |= 1u;
+  std::memcpy(&d, &bits, sizeof bits);
+  return d;
+}
+
+template <class From, class To>
+To convert(From x) {
+  if constexpr (std::is_same_v<From, To>) {
+    return x;
+  } else if constexpr (is_float_v<From>) {
+    const double v = to_f64(x);  // exact
+    if constexpr (is_float_v<To>) {
+      if constexpr (std::is_same_v<From, double>) return from_f64<To>(v);
+      else if constexpr (std::is_same_v<To, Half>) return Half{float_to_half(static_cast<float>(v))};
+      else if constexpr (std::is_same_v<To, BFloat16>) {
+        return BFloat16{float_to_bfloat16(static_cast<float>(v))};
+      } else {
+        return static_cast<To>(v);  // widening or f32 -> f32: exact
+      }
+    } else if constexpr (std::is_same_v<To, Bool>) {
+      return Bool{static_cast<uint8_t>(v != 0)};  // NaN is true, as bool(nan)
+    } else {
+      return saturate_from_f64<To>(v);
+    }
+  } else {
+    // Integers and bool (any non-zero byte is 1).
+    int64_t v;
+    if constexpr (std::is_same_v<From, Bool>) v = x.bits != 0;
+    else v = static_cast<int64_t>(x);
+    if constexpr (std::is_same_v<To, Bool>) {
+      return Bool{static_cast<uint8_t>(v != 0)};
+    } else if constexpr (std::is_same_v<To, double> || std::is_same_v<To, float>) {
+      return static_cast<To>(v);  // one rounding
+    } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {
+      const double d = std::is_same_v<From, int64_t> ? int64_to_f64_round_odd(v) : static_cast<double>(v);
+      return from_f64<To>(d);
+    } else {
+      return static_cast<To>(static_cast<std::make_unsigned_t<To>>(static_cast<uint64_t>(v)));  // wraps
+    }
+  }
+}
+
+/// dx.cast's optional `dtype` attribute must name the output dtype (packed i64 or a name).
+void check_cast_dtype(const dx_kernel_call_t* call, DLDataType out) {
+  const dx_attr_t* a = attr_at(call, 0);
+  if (a == nullptr) return;
+  bool match = false;
+  if (a->type == DX_ATTR_I64) {
+    const int64_t packed = out.code | (int64_t{out.bits} << 8) | (int64_t{out.lanes} << 16);
+    match = a->value.i64 == packed;
+  } else if (a->type == DX_ATTR_STRING && a->value.str != nullptr) {
+    match = std::string(a->value.str) == dtype_name(out);
+  } else {
+    fail(DX_INVALID_ARGUMENT, "cpu: dx.cast: attribute 'dtype' must be an i64 (packed dtype) or a string");
+  }
+  if (!match) {
+    fail(DX_INVALID_ARGUMENT, "cpu: dx.cast: attribute 'dtype' disagrees with the output dtype " + dtype_name(out));
+  }
+}
+
+template <class From, class To>
+dx_error_t* cast_kernel(const dx_kernel_call_t* call) noexcept {
+  return guard(call->host, [&] {
+    const auto [out, in] = unary_views<From, To>(call);
+    check_cast_dtype(call, dtype_of<To>());
+    if constexpr (std::is_same_v<From, To>) {
+      using R = Bits<sizeof(From)>;
+      map_elements<R, R>(out, {&in}, [](R x) { return x; });
+    } else {
+      map_elements<To, From>(out, {&in}, [](From x) { return convert<From, To>(x); });
+    }
+  });
+}
+
+// ---- registration -------------------------------------------------------------------------------
+
+constexpr dx_kernel_flags_t kInPlace = DX_KERNEL_FLAG_DETERMINISTIC | DX_KERNEL_FLAG_INPLACE;
+constexpr dx_kernel_flags_t kDeterministic = DX_KERNEL_FLAG_DETERMINISTIC;
+
+template <class T>
+void add_float_math(Registrar& r) {
+  constexpr DLDataType t = dtype_of<T>();
+  r.add("dx.reciprocal", 1, 1, {t, t}, &float_unary_kernel<T, Reciprocal>, kInPlace);
+  r.add("dx.sqrt", 1, 1, {t, t}, &float_unary_kernel<T, Sqrt>, kInPlace);
+  r.add("dx.rsqrt", 1, 1, {t, t}, &float_unary_kernel<T, Rsqrt>, kInPlace);
+  r.add("dx.expm1", 1, 1, {t, t}, &float_unary_kernel<T, Expm1>, kInPlace);
+  r.add("dx.log", 1, 1, {t, t}, &float_unary_kernel<T, Log>, kInPlace);
+  r.add("dx.log1p", 1, 1, {t, t}, &float_unary_kernel<T, Log1p>, kInPlace);
+  r.add("dx.sin", 1, 1, {t, t}, &float_unary_kernel<T, Sin>, kInPlace);
+  r.add("dx.cos", 1, 1, {t, t}, &float_unary_kernel<T, Cos>, kInPlace);
+  r.add("dx.tan", 1, 1, {t, t}, &float_unary_kernel<T, Tan>, kInPlace);
+  r.add("dx.tanh", 1, 1, {t, t}, &float_unary_kernel<T, Tanh>, kInPlace);
+  r.add("dx.erf", 1, 1, {t, t}, &float_unary_kernel<T, Erf>, kInPlace);
+  r.add("dx.sigmoid", 1, 1, {t, t}, &float_unary_kernel<T, Sigmoid>, kInPlace);
+  r.add("dx.silu", 1, 1, {t, t}, &float_unary_kernel<T, Silu>, kInPlace);
+  r.add("dx.gelu", 1, 1, {t, t}, &gelu_kernel<T>, kInPlace);
+  r.add("dx.floor", 1, 1, {t, t}, &float_unary_kernel<T, Floor>, kInPlace);
+  r.add("dx.ceil", 1, 1, {t, t}, &float_unary_kernel<T, Ceil>, kInPlace);
+  r.add("dx.round", 1, 1, {t, t}, &float_unary_kernel<T, Round>, kInPlace);
+  r.add("dx.pow", 2, 1, {t, t, t}, &pow_kernel<T>, kInPlace);
+}
+
+/// Ops on F and I.
+template <class T>
+void add_numeric(Registrar& r) {
+  constexpr DLDataType t = dtype_of<T>();
+  r.add("dx.abs", 1, 1, {t, t}, &abs_kernel<T>, kInPlace);
+  r.add("dx.sign", 1, 1, {t, t}, &sign_kernel<T>, kInPlace);
+  r.add("dx.clamp", 1, 1, {t, t}, &clamp_kernel<T>, kInPlace);
+  r.add("dx.maximum", 2, 1, {t, t, t}, &extremum_kernel<T, true>, kInPlace);
+  r.add("dx.minimum", 2, 1, {t, t, t}, &extremum_kernel<T, false>, kInPlace);
+}
+
+template <class From, class To>
+void add_cast(Registrar& r) {
+  const dx_kernel_flags_t flags = sizeof(From) == sizeof(To) ? kInPlace : kDeterministic;
+  r.add("dx.cast", 1, 1, {dtype_of<From>(), dtype_of<To>()}, &cast_kernel<From, To>, flags);
+}
+
+template <class From>
+void add_casts_from(Registrar& r) {
+  add_cast<From, double>(r);
+  add_cast<From, float>(r);
+  add_cast<From, Half>(r);
+  add_cast<From, BFloat16>(r);
+  add_cast<From, int64_t>(r);
+  add_cast<From, int32_t>(r);
+  add_cast<From, int16_t>(r);
+  add_cast<From, int8_t>(r);
+  add_cast<From, uint8_t>(r);
+  add_cast<From, Bool>(r);
+}
+
+/// Ops on every dtype (F, I and bool).
+template <class T>
+void add_any(Registrar& r) {
+  constexpr DLDataType t = dtype_of<T>();
+  constexpr DLDataType b = dtype_of<Bool>();
+  r.add("dx.eq", 2, 1, {t, t, b}, &compare_kernel<T, Cmp::Eq>, kDeterministic);
+  r.add("dx.ne", 2, 1, {t, t, b}, &compare_kernel<T, Cmp::Ne>, kDeterministic);
+  r.add("dx.lt", 2, 1, {t, t, b}, &compare_kernel<T, Cmp::Lt>, kDeterministic);
+  r.add("dx.le", 2, 1, {t, t, b}, &compare_kernel<T, Cmp::Le>, kDeterministic);
+  r.add("dx.gt", 2, 1, {t, t, b}, &compare_kernel<T, Cmp::Gt>, kDeterministic);
+  r.add("dx.ge", 2, 1, {t, t, b}, &compare_kernel<T, Cmp::Ge>, kDeterministic);
+  r.add("dx.where", 3, 1, {b, t, t, t}, &where_kernel<T>, kInPlace);
+  add_casts_from<T>(r);
+}
+
+}  // namespace
+
+void register_math_kernels(Registrar& r) {
+  add_float_math<double>(r);
+  add_float_math<float>(r);
+  add_float_math<Half>(r);
+  add_float_math<BFloat16>(r);
+
+  add_numeric<double>(r);
+  add_numeric<float>(r);
+  add_numeric<Half>(r);
+  add_numeric<BFloat16>(r);
+  add_numeric<int64_t>(r);
+  add_numeric<int32_t>(r);
+  add_numeric<int16_t>(r);
+  add_numeric<int8_t>(r);
+  add_numeric<uint8_t>(r);
+
+  add_any<double>(r);
+  add_any<float>(r);
+  add_any<Half>(r);
+  add_any<BFloat16>(r);
+  add_any<int64_t>(r);
+  add_any<int32_t>(r);
+  add_any<int16_t>(r);
+  add_any<int8_t>(r);
+  add_any<uint8_t>(r);
+  add_any<Bool>(r);
+
+  constexpr DLDataType b = dtype_of<Bool>();
+  r.add("dx.logical_and", 2, 1, {b, b, b}, &logic_kernel<Logic::And>, kInPlace);
+  r.add("dx.logical_or", 2, 1, {b, b, b}, &logic_kernel<Logic::Or>, kInPlace);
+  r.add("dx.logical_xor", 2, 1, {b, b, b}, &logic_kernel<Logic::Xor>, kInPlace);
+  r.add("dx.logical_not", 1, 1, {b, b}, &logical_not_kernel, kInPlace);
+  r.add("dx.bitwise_not", 1, 1, {b, b}, &bitwise_not_kernel<Bool>, kInPlace);
+  r.add("dx.bitwise_not", 1, 1, {dtype_of<int64_t>(), dtype_of<int64_t>()}, &bitwise_not_kernel<int64_t>, kInPlace);
+  r.add("dx.bitwise_not", 1, 1, {dtype_of<int32_t>(), dtype_of<int32_t>()}, &bitwise_not_kernel<int32_t>, kInPlace);
+  r.add("dx.bitwise_not", 1, 1, {dtype_of<int16_t>(), dtype_of<int16_t>()}, &bitwise_not_kernel<int16_t>, kInPlace);
+  r.add("dx.bitwise_not", 1, 1, {dtype_of<int8_t>(), dtype_of<int8_t>()}, &bitwise_not_kernel<int8_t>, kInPlace);
+  r.add("dx.bitwise_not", 1, 1, {dtype_of<uint8_t>(), dtype_of<uint8_t>()}, &bitwise_not_kernel<uint8_t>, kInPlace);
+}
+
+}  // namespace deepx::cpu
