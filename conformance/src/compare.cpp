@@ -6,9 +6,11 @@
 #include <limits>
 
 #include "report.hpp"
-#include "sha256.hpp"
+#include "sha256.h"  // deepx::sha256, shared with the host
 
 namespace deepx::conformance {
+
+using util::sha256_hex;
 
 const char* rule_name(Rule rule) {
   switch (rule) {

@@ -1,4 +1,7 @@
 // deepx-certify: certifies a plugin against the reference plugin. See conformance/README.md.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -20,14 +23,18 @@
 #include "compare.hpp"
 #include "deepx/host.h"
 #include "dtype.hpp"
+#include "html_report.hpp"
+#include "isolation.hpp"
 #include "manifest.hpp"
+#include "perf.hpp"
 #include "report.hpp"
 #include "runner.hpp"
-#include "sha256.hpp"
+#include "sha256.h"  // deepx::sha256, shared with the host
 #include "shape_rules.hpp"
 
 namespace fs = std::filesystem;
 using namespace deepx::conformance;
+using deepx::util::sha256_file;
 
 namespace {
 
@@ -45,17 +52,30 @@ struct Options {
   std::string single_case;
   bool quiet = false;
   bool list_only = false;
+  double timeout_s = 10.0;
+  bool isolate = true;
+  std::string certificate_path;  // default: <out>/certificate
+  bool perf = false;
+  bool exec_workers = false;  // workers are fresh processes (exec), not forks of the loaded runner
+  // Internal: this process is an exec'd worker (see --exec-workers).
+  int worker_fd = -1;
+  size_t worker_start = 0, worker_end = 0;
+  size_t jobs = 1;
+  std::string worker_hash;
 };
 
 void usage(FILE* f) {
   std::fprintf(f,
                "usage: deepx-certify PLUGIN [--reference NAME_OR_PATH] [--out DIR] [--ops OP,OP...]\n"
                "                     [--seed N] [--manifest FILE_OR_DIR]... [--case 'LINE'] [--list] [--quiet]\n"
+               "                     [--timeout SEC] [--no-isolation] [--jobs N] [--exec-workers]\n"
+               "                     [--certificate PATH] [--perf]\n"
                "\n"
                "Certifies PLUGIN (a plugin name such as \"cpu\", or a path to its .so) against the reference\n"
                "plugin: runs every manifest case for every (op, dtype, device) the plugin claims, compares\n"
                "with the reference under the published tolerance table, and writes report.json and\n"
-               "junit.xml into --out (default ./deepx-certification).\n"
+               "junit.xml and report.html into --out (default ./deepx-certification), and a certificate\n"
+               "when the plugin is certified.\n"
                "\n"
                "  --reference X   the reference plugin (default \"reference\")\n"
                "  --ops A,B       only these ops\n"
@@ -65,6 +85,16 @@ void usage(FILE* f) {
                "  --case 'LINE'   run exactly one case (a line printed as a reproduction line)\n"
                "  --list          print the expanded cases and exit\n"
                "  --quiet         no progress, matrix or worst-error table\n"
+               "  --timeout SEC   per-case time limit (default 10); a case past it is TIMEOUT\n"
+               "  --no-isolation  run kernels in the runner's own process (a crash ends the run;\n"
+               "                  for debuggers)\n"
+               "  --certificate P write the certificate to P instead of <out>/certificate\n"
+               "  --jobs N        N worker processes at once (default 1), each on a range of cases\n"
+               "  --exec-workers  run cases in freshly started processes that load the plugins\n"
+               "                  themselves (automatic when the plugin claims a non-CPU device:\n"
+               "                  GPU runtimes do not survive fork)\n"
+               "  --perf          also time each claimed kernel on large cases against the\n"
+               "                  machine's measured ceilings (memory bandwidth, BLAS)\n"
                "Exit status: 0 certified, 1 not certified, 2 usage or harness error.\n");
 }
 
@@ -109,6 +139,39 @@ bool parse_args(int argc, char** argv, Options& o, std::string& error) {
       o.quiet = true;
     } else if (a == "--list") {
       o.list_only = true;
+    } else if (a == "--timeout") {
+      if (!next(v)) return false;
+      char* end = nullptr;
+      o.timeout_s = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end || !(o.timeout_s > 0) || o.timeout_s > 1e6) {
+        error = "--timeout takes a positive number of seconds";
+        return false;
+      }
+    } else if (a == "--no-isolation") {
+      o.isolate = false;
+    } else if (a == "--certificate") {
+      if (!next(o.certificate_path)) return false;
+    } else if (a == "--perf") {
+      o.perf = true;
+    } else if (a == "--exec-workers") {
+      o.exec_workers = true;
+    } else if (a == "--worker-fd" || a == "--worker-start" || a == "--worker-end" || a == "--jobs" || a == "-j") {
+      if (!next(v)) return false;
+      char* end = nullptr;
+      const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+      if (v.empty() || *end) {
+        error = a + " takes a non-negative integer";
+        return false;
+      }
+      if (a == "--worker-fd") o.worker_fd = static_cast<int>(n);
+      else if (a == "--worker-start") o.worker_start = static_cast<size_t>(n);
+      else if (a == "--worker-end") o.worker_end = static_cast<size_t>(n);
+      else if (n < 1 || n > 256) {
+        error = "--jobs takes 1 to 256";
+        return false;
+      } else o.jobs = static_cast<size_t>(n);
+    } else if (a == "--worker-hash") {
+      if (!next(o.worker_hash)) return false;
     } else if (!a.empty() && a[0] == '-') {
       error = "unknown option " + a;
       return false;
@@ -219,6 +282,18 @@ bool load(dx_runtime_t* rt, const std::string& name_or_path, Loaded& out, std::s
   }
   error = "cannot load plugin '" + name_or_path + "': " + dx_status_string(s) + ": " + message;
   return false;
+}
+
+// The certificate the host parses (host/src/certificate.cc): keep the line format exactly.
+std::string certificate_text(const std::string& plugin, const std::string& sha256, const std::string& suite,
+                             const std::vector<const Claim*>& kernels) {
+  std::string t = "deepx-certificate 1\nplugin " + plugin + "\nsha256 " + sha256 + "\nsuite " + suite + "\n";
+  for (const Claim* c : kernels) {
+    t += "kernel " + c->op + " " + std::to_string(c->device_type) + " ";
+    for (size_t i = 0; i < c->signature.size(); ++i) t += (i ? "," : "") + std::to_string(c->signature[i]);
+    t += "\n";
+  }
+  return t;
 }
 
 struct Outcome {
@@ -338,6 +413,27 @@ int main(int argc, char** argv) {
     return kExitHarness;
   }
 
+  // The suite runs kernels precisely because they are not certified yet: the trust gate
+  // (DEEPX_REQUIRE_CERTIFIED) would refuse them.
+  ::unsetenv("DEEPX_REQUIRE_CERTIFIED");
+  // Loading runs plugin code (its init) too: try it once in a throwaway process, so a plugin
+  // that crashes or hangs while loading is reported rather than taking the runner down.
+  if (opt.isolate && opt.worker_fd < 0) {
+    const std::string died = run_in_child(
+        [&] {
+          dx_runtime_t* probe = nullptr;
+          if (dx_runtime_create(nullptr, &probe) != DX_OK) return;
+          Loaded p, r;
+          std::string ignored;  // load errors are reported by the real load below
+          load(probe, opt.plugin, p, ignored);
+          load(probe, opt.reference, r, ignored);
+        },
+        60.0);
+    if (!died.empty()) {
+      std::fprintf(stderr, "deepx-certify: loading the plugins crashed or hung (%s): not certified\n", died.c_str());
+      return kExitHarness;
+    }
+  }
   dx_runtime_t* rt = nullptr;
   if (dx_runtime_create(nullptr, &rt) != DX_OK) {
     std::fprintf(stderr, "deepx-certify: cannot create a runtime: %s\n", dx_last_error_message());
@@ -428,6 +524,20 @@ int main(int argc, char** argv) {
     for (const auto& c : cases) std::printf("%s\n", c.line().c_str());
     return kExitCertified;
   }
+  // A worker started by --exec-workers: the same arguments gave the same cases (checked).
+  std::string case_list_hash;
+  {
+    std::string all;
+    for (const auto& c : cases) all += c.line() + "\n";
+    case_list_hash = hex64(fnv1a64(all)) + ":" + std::to_string(cases.size());
+  }
+  if (opt.worker_fd >= 0) {
+    if (opt.worker_hash != case_list_hash || opt.worker_start > opt.worker_end || opt.worker_end > cases.size()) {
+      std::fprintf(stderr, "deepx-certify worker: the case list differs from the runner's\n");
+      ::_exit(86);
+    }
+    worker_main(env, cases, opt.worker_start, opt.worker_end, opt.worker_fd);
+  }
 
   std::string repro_prefix = "deepx-certify " + shell_quote(opt.plugin);
   if (opt.reference != "reference") repro_prefix += " --reference " + shell_quote(opt.reference);
@@ -446,27 +556,81 @@ int main(int argc, char** argv) {
 
   // ---- run ----
   const auto run_start = std::chrono::steady_clock::now();
-  std::vector<Outcome> outcomes;
-  outcomes.reserve(cases.size());
+  // Filled by case index: with --jobs, results of different ranges arrive interleaved.
+  std::vector<Outcome> slots(cases.size());
+  std::vector<bool> filled(cases.size(), false);
+  size_t done = 0;
   Progress progress(opt.quiet, cases.size());
   size_t failures_so_far = 0;
-  for (const auto& c : cases) {
+  if (opt.timeout_s != 10.0) {
+    char t[32];
+    std::snprintf(t, sizeof t, "%g", opt.timeout_s);
+    repro_prefix += std::string(" --timeout ") + t;
+  }
+  const auto record = [&](size_t index, CaseResult r) {
+    const Case& c = cases[index];
     Outcome o;
     o.c = c;
-    o.r = execute_case(env, c);
+    o.r = std::move(r);
     o.id = hex64(fnv1a64(c.line())).substr(0, 12);
     o.repro = repro_prefix + " --case " + shell_quote(c.line());
     if (is_failure(o.r.status)) ++failures_so_far;
-    outcomes.push_back(std::move(o));
-    progress.update(outcomes.size(), c, failures_so_far);
+    if (index < slots.size() && !filled[index]) {
+      slots[index] = std::move(o);
+      filled[index] = true;
+      ++done;
+    }
+    progress.update(done, c, failures_so_far);
+  };
+  size_t workers = 0;
+  bool exec_workers = opt.exec_workers;
+  for (const auto& [op, list] : env.plugin_claims)
+    for (const auto& c : list) exec_workers |= c.device_type != 1 /* kDLCPU */;
+  if (opt.isolate) {
+    IsolationOptions iso;
+    iso.case_timeout_s = opt.timeout_s;
+    iso.jobs = opt.jobs;
+    if (exec_workers) {
+      // Fresh processes: the runner's own arguments plus where to start and write.
+      std::vector<std::string> base(argv, argv + argc);
+      iso.spawn = [base, case_list_hash](size_t first, size_t end, int write_fd) -> pid_t {
+        constexpr int kWorkerFd = 3;
+        std::vector<std::string> args = base;
+        for (const std::string& extra : {std::string("--worker-fd"), std::string("3"), std::string("--worker-start"),
+                                         std::to_string(first), std::string("--worker-end"), std::to_string(end),
+                                         std::string("--worker-hash"), case_list_hash})
+          args.push_back(extra);
+        std::vector<char*> cargs;
+        for (auto& a : args) cargs.push_back(a.data());
+        cargs.push_back(nullptr);
+        const pid_t pid = ::fork();
+        if (pid != 0) return pid;
+        // Child: only async-signal-safe calls until exec.
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (write_fd == kWorkerFd) ::fcntl(write_fd, F_SETFD, 0);
+        else if (::dup2(write_fd, kWorkerFd) < 0) ::_exit(87);
+        ::execv("/proc/self/exe", cargs.data());
+        ::_exit(88);
+      };
+    }
+    workers = run_cases_isolated(env, cases, iso, record);
+  } else {
+    for (size_t i = 0; i < cases.size(); ++i) record(i, execute_case(env, cases[i]));
   }
+  // Results in case order; a case without one would make results < cases (not certified).
+  std::vector<Outcome> outcomes;
+  outcomes.reserve(cases.size());
+  for (size_t i = 0; i < slots.size(); ++i)
+    if (filled[i]) outcomes.push_back(std::move(slots[i]));
   const double total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
 
   // ---- totals ----
   std::map<Status, size_t> counts;
   for (const auto& o : outcomes) ++counts[o.r.status];
-  const size_t passed = counts[Status::Pass], failed = counts[Status::Fail] + counts[Status::Unimplemented] +
-                                                        counts[Status::HarnessError];
+  size_t failed = 0;
+  for (Status s : kAllStatuses)
+    if (is_failure(s)) failed += counts[s];
+  const size_t passed = counts[Status::Pass];
   const size_t results = outcomes.size();
   const bool complete = results == cases.size();
   const bool certified = failed == 0 && complete && !cases.empty();
@@ -483,15 +647,21 @@ int main(int argc, char** argv) {
     }
   }
 
-  // The profile: what the plugin claims that the suite covers and the cases exercised.
+  // The profile: what the plugin claims that the suite covers and that cases of this run
+  // exercised (at least one PASS or MISTRUSTED: a kernel whose every case its supports()
+  // declined proved nothing). These are the certificate's kernels.
+  std::set<std::string> exercised_kernels;
+  for (const auto& o : outcomes)
+    if (o.r.status == Status::Pass || o.r.status == Status::Mistrusted)
+      exercised_kernels.insert(o.c.op + " " + o.c.dtype + " " + o.c.device);
+  std::vector<const Claim*> profile_claims;
   std::set<std::string> profile_ops, profile_dtypes, profile_devices;
   size_t profile_kernels = 0;
   for (const auto& [op, list] : env.plugin_claims)
     for (const auto& c : list) {
       if (!opt.ops.empty() && !opt.ops.count(op)) continue;
-      if (std::find(claims_without_cases.begin(), claims_without_cases.end(), op + " " + c.dtype + " " + c.device) !=
-          claims_without_cases.end())
-        continue;  // not exercised: not part of what is certified
+      if (!exercised_kernels.count(op + " " + c.dtype + " " + c.device)) continue;  // not part of what is certified
+      profile_claims.push_back(&c);
       profile_ops.insert(op);
       profile_dtypes.insert(c.dtype);
       profile_devices.insert(c.device);
@@ -511,12 +681,13 @@ int main(int argc, char** argv) {
     std::vector<std::string> dtype_cols;
     for (const char* d : {"f64", "f32", "f16", "bf16", "i64", "i32", "i16", "i8", "u8", "bool"}) dtype_cols.push_back(d);
     struct Cell {
-      size_t total = 0, ok = 0, bad = 0, ns = 0;
+      size_t total = 0, ok = 0, bad = 0, ns = 0, died = 0;  // died: CRASH or TIMEOUT
     };
     std::map<std::string, std::map<std::string, Cell>> matrix;
     for (const auto& o : outcomes) {
       Cell& cell = matrix[o.c.op][o.c.dtype];
       ++cell.total;
+      if (o.r.status == Status::Crash || o.r.status == Status::Timeout) ++cell.died;
       if (is_failure(o.r.status)) ++cell.bad;
       else if (o.r.status == Status::NotSupported) ++cell.ns;
       else ++cell.ok;
@@ -531,7 +702,8 @@ int main(int argc, char** argv) {
         std::string cell = ".";
         if (it != row.end()) {
           const Cell& c = it->second;
-          if (c.bad) cell = "FAIL " + std::to_string(c.bad);
+          if (c.died) cell = "CRASH " + std::to_string(c.bad);
+          else if (c.bad) cell = "FAIL " + std::to_string(c.bad);
           else if (c.ok == 0) cell = "n/s";
           else cell = "ok " + std::to_string(c.ok);
         }
@@ -539,7 +711,9 @@ int main(int argc, char** argv) {
       }
       std::fprintf(so, "\n");
     }
-    std::fprintf(so, "(ok N: cases passed or mistrusted; FAIL N: failing cases; n/s: not supported; .: no cases)\n");
+    std::fprintf(so,
+                 "(ok N: cases passed or mistrusted; FAIL N: failing cases; CRASH N: failing cases, some crashed or\n"
+                 " timed out; n/s: not supported; .: no cases)\n");
 
     // worst errors: the float cases with the largest ulp error, one per op x dtype
     std::map<std::string, const Outcome*> worst;
@@ -585,9 +759,14 @@ int main(int argc, char** argv) {
   std::fprintf(so, "\ntests: %zu passed: %zu failed: %zu not_supported: %zu mistrusted: %zu\n", results, passed, failed,
                counts[Status::NotSupported], counts[Status::Mistrusted]);
   if (failed)
-    std::fprintf(so, "  (failed = %zu FAIL + %zu UNIMPLEMENTED + %zu HARNESS_ERROR)\n", counts[Status::Fail],
-                 counts[Status::Unimplemented], counts[Status::HarnessError]);
-  std::fprintf(so, "time: %.2f s\n", total_seconds);
+    std::fprintf(so, "  (failed = %zu FAIL + %zu UNIMPLEMENTED + %zu HARNESS_ERROR + %zu CRASH + %zu TIMEOUT)\n",
+                 counts[Status::Fail], counts[Status::Unimplemented], counts[Status::HarnessError], counts[Status::Crash],
+                 counts[Status::Timeout]);
+  if (opt.isolate)
+    std::fprintf(so, "time: %.2f s (isolated: %zu %sworker process%s, per-case timeout %g s)\n", total_seconds,
+                 workers, exec_workers ? "exec'd " : "", workers == 1 ? "" : "es", opt.timeout_s);
+  else
+    std::fprintf(so, "time: %.2f s (not isolated)\n", total_seconds);
   if (self_check) std::fprintf(so, "note: the reference was compared with itself; this certifies nothing about its results\n");
   if (certified) std::fprintf(so, "verdict: CERTIFIED (profile: %s)\n", profile);
   else if (cases.empty()) std::fprintf(so, "verdict: NOT CERTIFIED (0 failures; no cases ran: the plugin claims nothing the suite covers)\n");
@@ -649,8 +828,7 @@ int main(int argc, char** argv) {
     w.key("totals").begin_object();
     w.key("cases").value(static_cast<uint64_t>(cases.size()));
     w.key("results").value(static_cast<uint64_t>(results));
-    for (Status s : {Status::Pass, Status::Fail, Status::NotSupported, Status::Unimplemented, Status::Mistrusted,
-                     Status::HarnessError})
+    for (Status s : kAllStatuses)
       w.key(status_name(s)).value(static_cast<uint64_t>(counts[s]));
     w.key("time_s").value(total_seconds);
     w.end_object();
@@ -660,6 +838,19 @@ int main(int argc, char** argv) {
     w.key("plugin_sha256").value(so_sha);
     w.key("certified").value(certified);
     w.key("profile").value(profile);
+    w.key("kernels").begin_array();  // as in the certificate file's kernel lines; none when not certified
+    for (const Claim* c : profile_claims) {
+      if (!certified) break;
+      std::string sig;
+      for (size_t i = 0; i < c->signature.size(); ++i) sig += (i ? "," : "") + std::to_string(c->signature[i]);
+      w.value(c->op + " " + std::to_string(c->device_type) + " " + sig);
+    }
+    w.end_array();
+    w.end_object();
+    w.key("isolation").begin_object();
+    w.key("isolated").value(opt.isolate);
+    w.key("case_timeout_s").value(opt.timeout_s);
+    w.key("worker_processes").value(static_cast<uint64_t>(workers));
     w.end_object();
     w.key("cases").begin_array();
     for (size_t i = 0; i < outcomes.size(); ++i) write_case_json(w, outcomes[i], static_cast<int64_t>(i));
@@ -709,7 +900,95 @@ int main(int argc, char** argv) {
     std::ofstream out(fs::path(opt.out_dir) / "junit.xml", std::ios::binary);
     out << x.str();
   }
-  if (!opt.quiet) std::fprintf(so, "reports: %s/report.json, %s/junit.xml\n", opt.out_dir.c_str(), opt.out_dir.c_str());
+  // ---- certificate: the verdict bound to the .so's SHA-256 and the certified kernels ----
+  const fs::path default_certificate = fs::path(opt.out_dir) / "certificate";
+  const fs::path certificate_path = opt.certificate_path.empty() ? default_certificate : fs::path(opt.certificate_path);
+  std::string certificate_note;
+  bool certificate_written = false;
+  if (certified && !self_check && !so_sha.empty() && counts[Status::HarnessError] == 0) {
+    std::string text = certificate_text(plugin_name, so_sha, kSuiteVersion, profile_claims);
+    const fs::path tmp = certificate_path.string() + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      out << text;
+      out.close();
+      if (!out) certificate_note = "cannot write " + tmp.string();
+    }
+    if (certificate_note.empty()) {
+      fs::rename(tmp, certificate_path, ec);  // atomic: a reader never sees half a certificate
+      if (ec) certificate_note = "cannot write " + certificate_path.string() + ": " + ec.message();
+      else certificate_written = true;
+    }
+    if (!certificate_written) fs::remove(tmp, ec);
+  } else {
+    // A certificate left by an earlier run must not outlive a failed one.
+    fs::remove(default_certificate, ec);
+    if (!opt.certificate_path.empty()) fs::remove(certificate_path, ec);
+    if (certified && self_check) certificate_note = "no certificate for a self-check of the reference";
+    else if (certified) certificate_note = "no certificate: the plugin's library could not be hashed";
+  }
+  if (certificate_written)
+    std::fprintf(so, "certificate: %s (%zu kernels, sha256 %s)\n", certificate_path.c_str(), profile_claims.size(),
+                 so_sha.c_str());
+  else if (!certificate_note.empty())
+    std::fprintf(so, "%s\n", certificate_note.c_str());
+
+  // ---- report.html ----
+  {
+    HtmlReportData h;
+    h.plugin_name = plugin_name;
+    h.plugin_version = plugin.info.version ? plugin.info.version : "";
+    h.plugin_path = plugin.info.path ? plugin.info.path : "";
+    h.plugin_sha256 = so_sha;
+    h.suite_version = kSuiteVersion;
+    h.suite_commit = DEEPX_CONFORMANCE_COMMIT;
+    h.verdict = certified ? "CERTIFIED" : "NOT CERTIFIED (" + std::to_string(failed) + " failures)";
+    h.profile = profile;
+    char totals[200];
+    std::snprintf(totals, sizeof totals, "tests: %zu passed: %zu failed: %zu not_supported: %zu mistrusted: %zu", results,
+                  passed, failed, counts[Status::NotSupported], counts[Status::Mistrusted]);
+    h.totals_line = totals;
+    h.date = iso_time();
+    h.host = host_description();
+    h.seed = std::to_string(opt.seed);
+    for (const auto& o : outcomes) {
+      HtmlCase hc;
+      hc.op = o.c.op;
+      hc.dtype = o.c.dtype;
+      hc.status = status_name(o.r.status);
+      hc.id = o.id;
+      hc.reason = o.r.reason;
+      hc.repro = o.repro;
+      hc.failure = is_failure(o.r.status);
+      hc.compared_float = o.r.compared && is_float(dtype_from_name(o.r.out_dtype).value_or(DType::I64));
+      hc.max_ulp = o.r.comparison.max_ulp;
+      h.cases.push_back(std::move(hc));
+    }
+    for (const auto& c : claims_without_cases) h.warnings.push_back("no manifest case exercises the claimed kernel " + c);
+    for (const auto& c : env.uncovered_claims)
+      h.warnings.push_back("claimed but not covered by this suite version: " + c.op + " " + c.dtype + " " + c.device);
+    std::ofstream out(fs::path(opt.out_dir) / "report.html", std::ios::binary);
+    out << render_html_report(h);
+  }
+  if (!opt.quiet)
+    std::fprintf(so, "reports: %s/report.json, %s/junit.xml, %s/report.html\n", opt.out_dir.c_str(),
+                 opt.out_dir.c_str(), opt.out_dir.c_str());
+
+  // ---- performance mode ----
+  if (opt.perf) {
+    std::set<std::string> broken;  // kernels that crashed or hung: not timed
+    for (const auto& o : outcomes)
+      if (o.r.status == Status::Crash || o.r.status == Status::Timeout)
+        broken.insert(o.c.op + " " + o.c.dtype + " " + o.c.device);
+    PerfOptions po;
+    // Perf forks the loaded runner; a runtime that does not survive fork (exec'd workers) is
+    // timed in-process instead (the reports are already written).
+    po.isolate = opt.isolate && !exec_workers;
+    po.ops = opt.ops;
+    po.skip = broken;
+    std::fflush(stdout);
+    run_perf(env, po);
+  }
 
   if (counts[Status::HarnessError]) return kExitHarness;
   return certified ? kExitCertified : kExitFailures;

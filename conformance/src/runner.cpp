@@ -19,6 +19,8 @@ const char* status_name(Status s) {
     case Status::Unimplemented: return "UNIMPLEMENTED";
     case Status::Mistrusted: return "MISTRUSTED";
     case Status::HarnessError: return "HARNESS_ERROR";
+    case Status::Crash: return "CRASH";
+    case Status::Timeout: return "TIMEOUT";
   }
   return "?";
 }

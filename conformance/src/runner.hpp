@@ -12,11 +12,17 @@
 
 namespace deepx::conformance {
 
-enum class Status { Pass, Fail, NotSupported, Unimplemented, Mistrusted, HarnessError };
+// CRASH: the kernel took its process down (a signal, or exit()); TIMEOUT: a case ran past the
+// per-case limit. Both come from the isolated worker (isolation.hpp); the run goes on.
+enum class Status { Pass, Fail, NotSupported, Unimplemented, Mistrusted, HarnessError, Crash, Timeout };
 const char* status_name(Status s);
-// FAIL, UNIMPLEMENTED and HARNESS_ERROR block certification.
+inline constexpr Status kAllStatuses[] = {Status::Pass,          Status::Fail,         Status::NotSupported,
+                                          Status::Unimplemented, Status::Mistrusted,   Status::HarnessError,
+                                          Status::Crash,         Status::Timeout};
+// FAIL, UNIMPLEMENTED, HARNESS_ERROR, CRASH and TIMEOUT block certification.
 inline bool is_failure(Status s) {
-  return s == Status::Fail || s == Status::Unimplemented || s == Status::HarnessError;
+  return s == Status::Fail || s == Status::Unimplemented || s == Status::HarnessError || s == Status::Crash ||
+         s == Status::Timeout;
 }
 
 std::string device_type_name(int32_t device_type);
@@ -67,8 +73,8 @@ struct CaseResult {
 };
 
 // Runs one case start to finish: claim check, input generation, both invocations, comparison.
-// Self-contained (takes the environment and the case, returns a value) so it can move into a
-// child process for crash isolation later. Never throws.
+// Self-contained (takes the environment and the case, returns a value) so that it runs in the
+// isolated worker process (isolation.hpp). Never throws.
 CaseResult execute_case(const Environment& env, const Case& c);
 
 // The data key of a case: the run's seed and the canonical line without its device, so a case

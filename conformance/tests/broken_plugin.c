@@ -10,9 +10,19 @@
  *               claims DX_KERNEL_FLAG_INPLACE and zero-fills its output first: FAIL in place;
  *   dx.copy f32 claims DX_KERNEL_FLAG_DETERMINISTIC but perturbs element 0 on every other call:
  *               FAIL on the determinism rerun.
+ * and, for crash/hang isolation (run with tests/broken_cases.txt), kernels correct for compact
+ * tensors except:
+ *   dx.mul f32  segfaults (a write through NULL) when the output has exactly 7 elements: CRASH;
+ *   dx.sub f32  loops forever when the output has exactly 7 elements: TIMEOUT;
+ *   dx.div f32  calls abort() when the output has exactly 7 elements: CRASH;
+ *   dx.sum f32  claims DX_KERNEL_FLAG_DETERMINISTIC but a static call counter adds 1 ulp on
+ *               every other call: FAIL on the determinism rerun;
+ *   dx.max f32  skips NaN instead of propagating it: FAIL on special-tier data;
+ * and its init segfaults when DEEPX_CERTIFY_BROKEN_CRASH_IN_INIT is set.
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "deepx/plugin.h"
@@ -74,6 +84,68 @@ static dx_error_t* flaky_copy(const dx_kernel_call_t* call) {
   return NULL;
 }
 
+static dx_error_t* crashing_mul(const dx_kernel_call_t* call) {
+  const DLTensor* a = call->inputs[0];
+  const DLTensor* b = call->inputs[1];
+  const DLTensor* out = call->outputs[0];
+  const int64_t n = numel_of(out), na = numel_of(a), nb = numel_of(b);
+  if (n == 7) {
+    volatile float* nowhere = NULL;
+    *nowhere = 1.0f; /* SIGSEGV */
+  }
+  for (int64_t i = 0; i < n; ++i) data_of(out)[i] = data_of(a)[i % na] * data_of(b)[i % nb];
+  return NULL;
+}
+
+static dx_error_t* hanging_sub(const dx_kernel_call_t* call) {
+  const DLTensor* a = call->inputs[0];
+  const DLTensor* b = call->inputs[1];
+  const DLTensor* out = call->outputs[0];
+  const int64_t n = numel_of(out), na = numel_of(a), nb = numel_of(b);
+  if (n == 7) {
+    volatile int forever = 1;
+    while (forever) {
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) data_of(out)[i] = data_of(a)[i % na] - data_of(b)[i % nb];
+  return NULL;
+}
+
+static dx_error_t* aborting_div(const dx_kernel_call_t* call) {
+  const DLTensor* a = call->inputs[0];
+  const DLTensor* b = call->inputs[1];
+  const DLTensor* out = call->outputs[0];
+  const int64_t n = numel_of(out), na = numel_of(a), nb = numel_of(b);
+  if (n == 7) abort();
+  for (int64_t i = 0; i < n; ++i) data_of(out)[i] = data_of(a)[i % na] / data_of(b)[i % nb];
+  return NULL;
+}
+
+/* Sums everything (the cases it is run on reduce all axes). */
+static dx_error_t* nondeterministic_sum(const dx_kernel_call_t* call) {
+  static int calls = 0;
+  const DLTensor* x = call->inputs[0];
+  const int64_t nx = numel_of(x);
+  double acc = 0;
+  for (int64_t i = 0; i < nx; ++i) acc += data_of(x)[i];
+  float v = (float)acc;
+  if ((++calls & 1) == 0) v = nextafterf(v, INFINITY);
+  data_of(call->outputs[0])[0] = v;
+  return NULL;
+}
+
+/* Max over everything, but NaN never wins a comparison, so it disappears. */
+static dx_error_t* nan_swallowing_max(const dx_kernel_call_t* call) {
+  const DLTensor* x = call->inputs[0];
+  const int64_t nx = numel_of(x);
+  if (nx == 0) return call->host->error_create(DX_INVALID_ARGUMENT, "certify-broken: max of an empty set");
+  float m = -INFINITY;
+  for (int64_t i = 0; i < nx; ++i)
+    if (data_of(x)[i] > m) m = data_of(x)[i];
+  data_of(call->outputs[0])[0] = m;
+  return NULL;
+}
+
 static dx_error_t* register_one(const dx_host_t* host, dx_host_context_t* context, const char* op, int inputs,
                                 dx_kernel_fn fn) {
   static const DLDataType f32[3] = {{kDLFloat, 32, 1}, {kDLFloat, 32, 1}, {kDLFloat, 32, 1}};
@@ -86,18 +158,28 @@ static dx_error_t* register_one(const dx_host_t* host, dx_host_context_t* contex
   desc.num_outputs = 1;
   desc.dtypes = f32;
   desc.forward = fn;
-  desc.flags = fn == flaky_copy ? DX_KERNEL_FLAG_DETERMINISTIC : fn == plain_exp ? DX_KERNEL_FLAG_INPLACE : 0;
+  desc.flags = fn == flaky_copy || fn == nondeterministic_sum ? DX_KERNEL_FLAG_DETERMINISTIC : fn == plain_exp ? DX_KERNEL_FLAG_INPLACE : 0;
   return host->register_kernel(context, &desc);
 }
 
 static dx_error_t* broken_init(const dx_host_t* host, dx_host_context_t* context, void** out_state) {
   dx_error_t* e;
   *out_state = NULL;
+  /* For certify_plugin_crashing_in_init: a plugin whose init crashes must not take the runner down. */
+  if (getenv("DEEPX_CERTIFY_BROKEN_CRASH_IN_INIT")) {
+    volatile int* nowhere = NULL;
+    *nowhere = 1;
+  }
   if ((e = register_one(host, context, "dx.add", 2, broken_add))) return e;
   if ((e = register_one(host, context, "dx.neg", 1, broken_neg))) return e;
   if ((e = register_one(host, context, "dx.relu", 1, broken_relu))) return e;
   if ((e = register_one(host, context, "dx.exp", 1, plain_exp))) return e;
   if ((e = register_one(host, context, "dx.copy", 1, flaky_copy))) return e;
+  if ((e = register_one(host, context, "dx.mul", 2, crashing_mul))) return e;
+  if ((e = register_one(host, context, "dx.sub", 2, hanging_sub))) return e;
+  if ((e = register_one(host, context, "dx.div", 2, aborting_div))) return e;
+  if ((e = register_one(host, context, "dx.sum", 1, nondeterministic_sum))) return e;
+  if ((e = register_one(host, context, "dx.max", 1, nan_swallowing_max))) return e;
   return NULL;
 }
 

@@ -3,6 +3,9 @@
 # ('|' separates list items so that the lists survive add_test(); items must not contain ';'.)
 string(REPLACE "|" ";" COMMAND "${COMMAND}")
 string(REPLACE "|" ";" EXPECT "${EXPECT}")
+if(SETUP_DIR)  # a directory the command writes into
+  file(MAKE_DIRECTORY "${SETUP_DIR}")
+endif()
 execute_process(COMMAND ${COMMAND} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 message("${out}")
 if(NOT "${rc}" STREQUAL "${EXPECT_EXIT}")

@@ -3,9 +3,10 @@
 #include <cmath>
 
 #include "report.hpp"
-#include "sha256.hpp"
+#include "sha256.h"  // deepx::sha256, shared with the host
 
 using namespace deepx::conformance;
+using deepx::util::sha256_hex;
 
 TEST(CertifyJson, EscapesEverythingJsonRequires) {
   EXPECT_EQ(json_escape("a\"b\\c\n\t\x01"), "a\\\"b\\\\c\\n\\t\\u0001");

@@ -1,0 +1,27 @@
+// Performance mode (--perf): times each claimed kernel on one large case per op (warm-up, then
+// the median of repeated runs) and relates it to ceilings measured in the same run on the same
+// machine: a STREAM-style loop over the same byte traffic for memory-bound ops, cblas_sgemm /
+// cblas_dgemm for matmul (when the runner was built with OpenBLAS).
+#pragma once
+
+#include <set>
+#include <string>
+
+#include "runner.hpp"
+
+namespace deepx::conformance {
+
+struct PerfOptions {
+  bool isolate = true;              // time in a forked worker: a crash loses the perf table only
+  std::set<std::string> ops;        // only these ops (empty: all)
+  std::set<std::string> skip;       // "op dtype device" kernels not to time (they crashed or hung)
+  int repeats = 7;                  // timed runs per kernel; the median is reported
+  int64_t elements = int64_t{1} << 22;  // elementwise / reduction / movement case size
+  int64_t matmul_n = 512;           // M = N = K
+  double timeout_s = 600;           // the whole perf run, when isolated
+};
+
+// Prints the machine line, the thread count and one line per timed kernel to stdout.
+void run_perf(const Environment& env, const PerfOptions& options);
+
+}  // namespace deepx::conformance

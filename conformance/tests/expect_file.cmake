@@ -1,0 +1,18 @@
+# Checks a file's contents: every EXPECT regex matches, no REJECT regex does.
+#   cmake -DFILE=path "-DEXPECT=re1|re2" "-DREJECT=re3" -P expect_file.cmake
+string(REPLACE "|" ";" EXPECT "${EXPECT}")
+string(REPLACE "|" ";" REJECT "${REJECT}")
+if(NOT EXISTS "${FILE}")
+  message(FATAL_ERROR "${FILE} does not exist")
+endif()
+file(READ "${FILE}" text)
+foreach(re IN LISTS EXPECT)
+  if(NOT text MATCHES "${re}")
+    message(FATAL_ERROR "${FILE} does not match '${re}'")
+  endif()
+endforeach()
+foreach(re IN LISTS REJECT)
+  if(text MATCHES "${re}")
+    message(FATAL_ERROR "${FILE} matches '${re}', which it must not")
+  endif()
+endforeach()
