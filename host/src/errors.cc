@@ -150,24 +150,11 @@ bool IsKnownDtype(dx_dtype_t d) {
 }
 
 std::string DtypeName(dx_dtype_t d) {
-  switch (d) {
-    case DX_DTYPE_F64: return "f64";
-    case DX_DTYPE_F32: return "f32";
-    case DX_DTYPE_F16: return "f16";
-    case DX_DTYPE_BF16: return "bf16";
-    case DX_DTYPE_I64: return "i64";
-    case DX_DTYPE_I32: return "i32";
-    case DX_DTYPE_I16: return "i16";
-    case DX_DTYPE_I8: return "i8";
-    case DX_DTYPE_U8: return "u8";
-    case DX_DTYPE_BOOL: return "bool";
-    default: {
-      char buffer[64];
-      std::snprintf(buffer, sizeof buffer, "dtype(code=%u,bits=%u,lanes=%u)", d & 0xFFu,
-                    (d >> 8) & 0xFFu, d >> 16);
-      return buffer;
-    }
-  }
+  if (IsKnownDtype(d)) return dx_dtype_string(d);
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "dtype(code=%u,bits=%u,lanes=%u)", d & 0xFFu,
+                (d >> 8) & 0xFFu, d >> 16);
+  return buffer;
 }
 
 }  // namespace deepx::host
@@ -187,6 +174,22 @@ DX_EXPORT const char* dx_status_string(dx_status_t code) {
 #undef DX_STATUS_CASE_
     default:
       return "UNKNOWN";
+  }
+}
+
+DX_EXPORT const char* dx_dtype_string(dx_dtype_t dtype) {
+  switch (dtype) {
+    case DX_DTYPE_F64: return "f64";
+    case DX_DTYPE_F32: return "f32";
+    case DX_DTYPE_F16: return "f16";
+    case DX_DTYPE_BF16: return "bf16";
+    case DX_DTYPE_I64: return "i64";
+    case DX_DTYPE_I32: return "i32";
+    case DX_DTYPE_I16: return "i16";
+    case DX_DTYPE_I8: return "i8";
+    case DX_DTYPE_U8: return "u8";
+    case DX_DTYPE_BOOL: return "bool";
+    default: return "unknown";
   }
 }
 

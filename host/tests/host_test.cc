@@ -79,6 +79,9 @@ TEST(HostBasics, StatusStringsAndVersion) {
   EXPECT_STREQ(dx_status_string(9999), "UNKNOWN");
   EXPECT_STREQ(dx_status_string(-1), "UNKNOWN");
   EXPECT_EQ(dx_abi_version(), DX_ABI_VERSION);
+  EXPECT_STREQ(dx_dtype_string(DX_DTYPE_BF16), "bf16");
+  EXPECT_STREQ(dx_dtype_string(DX_DTYPE_BOOL), "bool");
+  EXPECT_STREQ(dx_dtype_string(DX_DTYPE(kDLFloat, 32, 4)), "unknown");
 }
 
 TEST(HostBasics, NullArgumentsAreErrorsNotCrashes) {

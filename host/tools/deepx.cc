@@ -34,19 +34,8 @@ std::string Version(uint32_t v) {
 }
 
 std::string DtypeName(dx_dtype_t d) {
-  switch (d) {
-    case DX_DTYPE_F64: return "f64";
-    case DX_DTYPE_F32: return "f32";
-    case DX_DTYPE_F16: return "f16";
-    case DX_DTYPE_BF16: return "bf16";
-    case DX_DTYPE_I64: return "i64";
-    case DX_DTYPE_I32: return "i32";
-    case DX_DTYPE_I16: return "i16";
-    case DX_DTYPE_I8: return "i8";
-    case DX_DTYPE_U8: return "u8";
-    case DX_DTYPE_BOOL: return "bool";
-    default: return "?" + std::to_string(d);
-  }
+  std::string name = dx_dtype_string(d);
+  return name == "unknown" ? "?" + std::to_string(d) : name;
 }
 
 std::string DeviceName(int32_t type) {

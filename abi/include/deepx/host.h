@@ -68,6 +68,10 @@ DX_EXPORT uint32_t dx_abi_version(void);
     Never null; the string is static. Any thread. */
 DX_EXPORT const char* dx_status_string(dx_status_t code);
 
+/** @brief Static short name of a dtype ("f32", "bf16", "bool"), or "unknown" for a dtype deepx
+    does not know. Never null. Any thread. */
+DX_EXPORT const char* dx_dtype_string(dx_dtype_t dtype);
+
 /** @brief The message of the last error on the calling thread, or "" when there was none.
     Borrowed: valid until the next deepx call on this thread. Any thread (thread-local). */
 DX_EXPORT const char* dx_last_error_message(void);
