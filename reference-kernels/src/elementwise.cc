@@ -48,13 +48,7 @@ std::int64_t apply_int(BinaryOp op, std::int64_t a, std::int64_t b) {
 }
 
 void binary(const Call& call, BinaryOp op) {
-  const Tensor a = view(call.inputs[0], "input 0");
-  const Tensor b = view(call.inputs[1], "input 1");
-  const Tensor out = view(call.outputs[0], "output 0");
-  const std::vector<std::int64_t> shape = broadcast_shapes(a.shape, b.shape);
-  expect_output_shape(out, shape);
-  const Tensor ab = broadcast_to(a, shape);
-  const Tensor bb = broadcast_to(b, shape);
+  const auto [a, b, out, ab, bb, shape] = broadcast_binary(call);
 
   if (is_float(out.dtype)) {
     for_each_index(shape, [&](std::span<const std::int64_t> i) {
@@ -102,13 +96,7 @@ std::int64_t no_int_form(std::int64_t) {
 
 template <typename Fn>
 void binary_float(const Call& call, Fn fn) {
-  const Tensor a = view(call.inputs[0], "input 0");
-  const Tensor b = view(call.inputs[1], "input 1");
-  const Tensor out = view(call.outputs[0], "output 0");
-  const std::vector<std::int64_t> shape = broadcast_shapes(a.shape, b.shape);
-  expect_output_shape(out, shape);
-  const Tensor ab = broadcast_to(a, shape);
-  const Tensor bb = broadcast_to(b, shape);
+  const auto [a, b, out, ab, bb, shape] = broadcast_binary(call);
   for_each_index(shape, [&](std::span<const std::int64_t> i) {
     store_float(out.dtype, out.at(i), fn(load_float(a.dtype, ab.at(i)), load_float(b.dtype, bb.at(i))));
   });
@@ -148,14 +136,8 @@ double nan_min(double a, double b) { return std::isnan(a) || std::isnan(b) ? a +
 
 template <typename FloatFn, typename IntFn>
 void binary_any(const Call& call, FloatFn float_fn, IntFn int_fn) {
-  const Tensor a = view(call.inputs[0], "input 0");
-  if (is_float(a.dtype)) return binary_float(call, float_fn);
-  const Tensor b = view(call.inputs[1], "input 1");
-  const Tensor out = view(call.outputs[0], "output 0");
-  const std::vector<std::int64_t> shape = broadcast_shapes(a.shape, b.shape);
-  expect_output_shape(out, shape);
-  const Tensor ab = broadcast_to(a, shape);
-  const Tensor bb = broadcast_to(b, shape);
+  if (is_float(view(call.inputs[0], "input 0").dtype)) return binary_float(call, float_fn);
+  const auto [a, b, out, ab, bb, shape] = broadcast_binary(call);
   for_each_index(shape, [&](std::span<const std::int64_t> i) {
     store_int_wrapping(out.dtype, out.at(i), int_fn(load_int(a.dtype, ab.at(i)), load_int(b.dtype, bb.at(i))));
   });

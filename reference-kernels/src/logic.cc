@@ -30,13 +30,7 @@ bool compare(Compare op, T a, T b) {
 // the two elements' addresses.
 template <typename Fn>
 void binary_to_bool(const Call& call, Fn fn) {
-  const Tensor a = view(call.inputs[0], "input 0");
-  const Tensor b = view(call.inputs[1], "input 1");
-  const Tensor out = view(call.outputs[0], "output 0");
-  const std::vector<std::int64_t> shape = broadcast_shapes(a.shape, b.shape);
-  expect_output_shape(out, shape);
-  const Tensor ab = broadcast_to(a, shape);
-  const Tensor bb = broadcast_to(b, shape);
+  const auto [a, b, out, ab, bb, shape] = broadcast_binary(call);
   for_each_index(shape, [&](std::span<const std::int64_t> i) {
     store_int_wrapping(DType::kBool, out.at(i), fn(ab.at(i), bb.at(i), a.dtype) ? 1 : 0);
   });

@@ -175,6 +175,18 @@ void expect_output_shape(const Tensor& out, std::span<const std::int64_t> expect
   }
 }
 
+BroadcastBinary broadcast_binary(const Call& call) {
+  BroadcastBinary r;
+  r.a = view(call.inputs[0], "input 0");
+  r.b = view(call.inputs[1], "input 1");
+  r.out = view(call.outputs[0], "output 0");
+  r.shape = broadcast_shapes(r.a.shape, r.b.shape);
+  expect_output_shape(r.out, r.shape);
+  r.ab = broadcast_to(r.a, r.shape);
+  r.bb = broadcast_to(r.b, r.shape);
+  return r;
+}
+
 // ---- element access --------------------------------------------------------------------------
 
 namespace {

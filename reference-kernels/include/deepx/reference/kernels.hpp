@@ -97,6 +97,16 @@ Tensor broadcast_to(const Tensor& in, std::span<const std::int64_t> out_shape);
 // DX_SHAPE_MISMATCH unless `out` has exactly the shape `expected`.
 void expect_output_shape(const Tensor& out, std::span<const std::int64_t> expected);
 
+// The operands of a broadcasting binary op `out = f(a, b)`: the views of call.inputs[0..1] and
+// call.outputs[0], the broadcast shape (checked against `out`), and a and b re-viewed with that
+// shape, so ab.at(i) / bb.at(i) address the elements combined into out.at(i).
+struct Call;
+struct BroadcastBinary {
+  Tensor a, b, out, ab, bb;
+  std::vector<std::int64_t> shape;
+};
+BroadcastBinary broadcast_binary(const Call& call);
+
 // ---- element access --------------------------------------------------------------------------
 
 // Floating element as f64 (exact for every F dtype).
