@@ -107,4 +107,13 @@ int64_t attr_i64(const dx_kernel_call_t* call, int slot, const char* name, int64
   return a->value.i64;
 }
 
+void check_same_shape(const View& out, const View& in) {
+  bool ok = out.rank == in.rank;
+  for (int d = 0; ok && d < in.rank; ++d) ok = out.shape[d] == in.shape[d];
+  if (!ok) {
+    fail(DX_SHAPE_MISMATCH, "cpu: output shape " + shape_string(out.shape, out.rank) +
+                                " differs from input shape " + shape_string(in.shape, in.rank));
+  }
+}
+
 }  // namespace deepx::cpu

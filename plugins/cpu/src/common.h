@@ -157,6 +157,23 @@ void expect_arity(const dx_kernel_call_t* call, int inputs, int outputs);
 
 void expect_dtype(const View& v, DLDataType want, const char* what);
 
+/// DX_SHAPE_MISMATCH unless `out` has exactly the shape of `in`.
+void check_same_shape(const View& out, const View& in);
+
+/// Validates a one-input, one-output call whose output has the input's shape, with input dtype
+/// In and output dtype Out; returns {out, in}.
+template <class In, class Out>
+std::pair<View, View> unary_views(const dx_kernel_call_t* call) {
+  expect_arity(call, 1, 1);
+  const View in = make_view(call->inputs[0], "input 0");
+  const View out = make_view(call->outputs[0], "output 0");
+  expect_dtype(in, dtype_of<In>(), "input 0");
+  expect_dtype(out, dtype_of<Out>(), "output 0");
+  check_same_shape(out, in);
+  return {out, in};
+}
+
+
 std::string shape_string(const int64_t* shape, int rank);
 
 /// Attribute in schema slot `slot`, or null when absent/unset.

@@ -106,15 +106,6 @@ void check_broadcast(const View& out, const View& a, const View& b) {
   }
 }
 
-void check_same_shape(const View& out, const View& in) {
-  bool ok = out.rank == in.rank;
-  for (int d = 0; ok && d < in.rank; ++d) ok = out.shape[d] == in.shape[d];
-  if (!ok) {
-    fail(DX_SHAPE_MISMATCH, "cpu: output shape " + shape_string(out.shape, out.rank) +
-                                " differs from input shape " + shape_string(in.shape, in.rank));
-  }
-}
-
 template <class T>
 bool contains_zero(const View& v) {
   StridedLoop<1> loop;
@@ -297,12 +288,7 @@ void strided_copy(const View& out, const View& in) {
 template <class T>
 dx_error_t* copy_kernel(const dx_kernel_call_t* call) noexcept {
   return guard(call->host, [&] {
-    expect_arity(call, 1, 1);
-    const View in = make_view(call->inputs[0], "input 0");
-    const View out = make_view(call->outputs[0], "output 0");
-    expect_dtype(in, dtype_of<T>(), "input 0");
-    expect_dtype(out, dtype_of<T>(), "output 0");
-    check_same_shape(out, in);
+    const auto [out, in] = unary_views<T, T>(call);
     if (out.count() == 0) return;
     strided_copy<T>(out, in);
   });

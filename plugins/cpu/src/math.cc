@@ -90,27 +90,6 @@ constexpr int64_t cost_of() {
   }
 }
 
-void check_same_shape(const View& out, const View& in) {
-  bool ok = out.rank == in.rank;
-  for (int d = 0; ok && d < in.rank; ++d) ok = out.shape[d] == in.shape[d];
-  if (!ok) {
-    fail(DX_SHAPE_MISMATCH, "cpu: output shape " + shape_string(out.shape, out.rank) +
-                                " differs from input shape " + shape_string(in.shape, in.rank));
-  }
-}
-
-/// Validates a unary call with input dtype In and output dtype Out; returns {out, in}.
-template <class In, class Out>
-std::pair<View, View> unary_views(const dx_kernel_call_t* call) {
-  expect_arity(call, 1, 1);
-  const View in = make_view(call->inputs[0], "input 0");
-  const View out = make_view(call->outputs[0], "output 0");
-  expect_dtype(in, dtype_of<In>(), "input 0");
-  expect_dtype(out, dtype_of<Out>(), "output 0");
-  check_same_shape(out, in);
-  return {out, in};
-}
-
 template <class T, class Fn>
 dx_error_t* float_unary_kernel(const dx_kernel_call_t* call) noexcept {
   return guard(call->host, [&] {

@@ -496,14 +496,9 @@ void softmax_row(const T* x, int64_t sx, T* y, int64_t sy, int64_t length) {
 template <class T>
 dx_error_t* softmax_kernel(const dx_kernel_call_t* call) noexcept {
   return guard(call->host, [&] {
-    expect_arity(call, 1, 1);
-    const View in = make_view(call->inputs[0], "input 0");
-    const View out = make_view(call->outputs[0], "output 0");
-    expect_dtype(in, dtype_of<T>(), "input 0");
-    expect_dtype(out, dtype_of<T>(), "output 0");
-    bool same = in.rank == out.rank;
-    for (int d = 0; same && d < in.rank; ++d) same = in.shape[d] == out.shape[d];
-    if (!same) fail(DX_SHAPE_MISMATCH, "cpu: softmax output shape differs from the input's");
+    const std::pair<View, View> views = unary_views<T, T>(call);
+    const View& out = views.first;
+    const View& in = views.second;
     const int64_t requested = attr_i64(call, DX_SOFTMAX_AXIS, "axis", -1);
     const int64_t rank_for_axis = in.rank == 0 ? 1 : in.rank;
     const int64_t axis = requested < 0 ? requested + rank_for_axis : requested;
