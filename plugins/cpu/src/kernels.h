@@ -13,9 +13,10 @@ class Registrar {
  public:
   Registrar(const dx_host_t* host, dx_host_context_t* context) : host_(host), context_(context) {}
 
-  /// `dtypes`: the inputs' dtypes then the outputs' dtypes.
+  /// `dtypes`: the inputs' dtypes then the outputs' dtypes (1 + outputs for variadic kernels).
+  /// `backward` follows the convention of plugin.h (null = no gradient kernel).
   void add(const char* op, int num_inputs, int num_outputs, std::initializer_list<DLDataType> dtypes,
-           dx_kernel_fn forward, dx_kernel_flags_t flags);
+           dx_kernel_fn forward, dx_kernel_flags_t flags, dx_kernel_fn backward = nullptr);
 
   /// The first error the host returned (ownership to the caller), or null.
   dx_error_t* take_error() {
@@ -39,6 +40,14 @@ void register_elementwise_kernels(Registrar& r);
 void register_math_kernels(Registrar& r);
 void register_reduction_kernels(Registrar& r);
 void register_matmul_kernels(Registrar& r);
+/// log_softmax, linear, layer_norm, rms_norm, batch_norm, embedding, cross_entropy (nn.cc).
+void register_nn_kernels(Registrar& r);
+/// conv2d, max_pool2d, avg_pool2d, scaled_dot_product_attention (conv.cc, attention.cc).
+void register_conv_attention_kernels(Registrar& r);
+/// reshape, broadcast_to, concat, split, slice, index_select, gather, scatter_add, pad, tile,
+/// arange (movement.cc); uniform, normal, dropout (random.cc).
+void register_movement_kernels(Registrar& r);
+void register_random_kernels(Registrar& r);
 
 /// Registers the "cpu" host memory space; `space_data` must outlive the plugin state.
 dx_error_t* register_memory_space(const dx_host_t* host, dx_host_context_t* context,

@@ -14,7 +14,7 @@ namespace deepx::cpu {
 
 void Registrar::add(const char* op, int num_inputs, int num_outputs,
                     std::initializer_list<DLDataType> dtypes, dx_kernel_fn forward,
-                    dx_kernel_flags_t flags) {
+                    dx_kernel_flags_t flags, dx_kernel_fn backward) {
   if (error_ != nullptr) return;
   const std::vector<DLDataType> signature(dtypes);
   dx_kernel_desc_t desc{};
@@ -26,6 +26,7 @@ void Registrar::add(const char* op, int num_inputs, int num_outputs,
   desc.dtypes = signature.data();
   desc.flags = flags;
   desc.forward = forward;
+  desc.backward = backward;
   error_ = host_->register_kernel(context_, &desc);
   if (error_ == nullptr) ++registered_;
 }
