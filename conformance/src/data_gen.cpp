@@ -51,6 +51,22 @@ std::vector<uint8_t> generate(const GenRequest& q) {
   const uint64_t stream = static_cast<uint64_t>(q.input_index);
   auto at = [&](int64_t i) { return bytes.data() + static_cast<size_t>(i) * static_cast<size_t>(width); };
 
+  if (q.index_limit >= 0 && is_integer(q.dtype)) {
+    const uint64_t limit = static_cast<uint64_t>(std::max<int64_t>(q.index_limit, 1));
+    for (int64_t i = 0; i < q.count; ++i) {
+      const uint64_t r = counter_random(q.key, stream, static_cast<uint64_t>(i));
+      int64_t v = static_cast<int64_t>(r % limit);
+      if (q.plant_ignore && (r >> 32) % 5 == 0) v = q.ignore_index;
+      store_int(q.dtype, v, at(i));
+    }
+    if (q.tier == "badindex" && q.count > 0) {
+      const uint64_t r = counter_random(q.key, stream + 1000, 0);
+      const int64_t where = static_cast<int64_t>(r % static_cast<uint64_t>(q.count));
+      store_int(q.dtype, (r >> 40) & 1 ? q.index_limit : -1, at(where));
+    }
+    return bytes;
+  }
+
   if (q.dtype == DType::Bool) {
     for (int64_t i = 0; i < q.count; ++i) store_int(q.dtype, counter_random(q.key, stream, static_cast<uint64_t>(i)) & 1, at(i));
     return bytes;
@@ -104,7 +120,9 @@ std::vector<uint8_t> generate(const GenRequest& q) {
     const uint64_t r = counter_random(q.key, stream, static_cast<uint64_t>(i));
     const double u = unit_double(r);
     double v;
-    if (q.tier == "exact" || q.tier == "divzero") {
+    if (q.positive) {
+      v = q.tier == "exact" ? static_cast<double>(1 + r % 4) : 0.25 + 3.75 * u;
+    } else if (q.tier == "exact" || q.tier == "divzero") {
       v = static_cast<double>(static_cast<int64_t>(r % static_cast<uint64_t>(2 * m + 1)) - m);
       if (divisor && v == 0) v = 1;
       if (divisor && q.tier == "divzero" && i % 7 == 0) v = (i % 14 == 0) ? 0.0 : -0.0;
@@ -116,6 +134,9 @@ std::vector<uint8_t> generate(const GenRequest& q) {
       v = -110.0 + 20.0 * u;
     } else if (q.op == "dx.exp") {  // real tier of exp: [-20, 20] plus overflow/underflow points
       v = (r & 7) == 0 ? edges[(r >> 3) % edges.size()] : -20.0 + 40.0 * u;
+    } else if (q.op == "dx.scaled_dot_product_attention" || q.op == "dx.layer_norm" || q.op == "dx.rms_norm" ||
+               q.op == "dx.batch_norm" || q.op == "dx.cross_entropy" || q.op == "dx.log_softmax") {
+      v = -3.0 + 6.0 * u;  // moderate values: softmax-style ops stay away from one-hot outputs
     } else if (q.op == "dx.log" || q.op == "dx.sqrt" || q.op == "dx.rsqrt") {
       v = std::exp(-8.0 + 12.0 * u);  // positive, log-uniform in [e^-8, e^4)
     } else if (q.op == "dx.log1p") {

@@ -34,6 +34,12 @@ struct GenRequest {
   uint64_t key = 0;                 // mixes the run's --seed and the case's canonical line
   int64_t count = 0;                // elements to generate (the base tensor's, in storage order)
   int64_t accumulation_length = 1;  // K, to size exact-tier values of accumulating ops
+  // Index inputs (embedding, index_select, gather, scatter_add, cross_entropy labels): values in
+  // [0, index_limit); the "badindex" tier puts one out-of-range value (the limit, or -1) in.
+  int64_t index_limit = -1;
+  bool plant_ignore = false;  // cross_entropy labels: about 1 in 5 is ignore_index
+  int64_t ignore_index = -100;
+  bool positive = false;      // variances (batch_norm's running_var): (0.25, 4)
 };
 
 // Returns count * byte_size(dtype) bytes.

@@ -149,6 +149,7 @@ std::string encode_result(uint64_t index, const CaseResult& r) {
   e.f64(t.unit_roundoff);
   e.f64(t.accumulation_max);
   e.u64(t.ignore_zero_sign);
+  e.u64(t.relaxed);
   e.str(t.source);
   e.str(r.out_dtype);
   e.u64(r.out_shape.size());
@@ -189,7 +190,7 @@ bool decode_result(const std::string& bytes, uint64_t& index, CaseResult& r) {
   c.reason = d.str();
   Tolerance& t = r.tolerance;
   const uint64_t rule = d.u64();
-  if (rule > static_cast<uint64_t>(Rule::RtolAtol)) return false;
+  if (rule > static_cast<uint64_t>(Rule::RtolAtolNormwise)) return false;
   t.rule = static_cast<Rule>(rule);
   t.ulps = d.f64();
   t.rtol = d.f64();
@@ -198,6 +199,7 @@ bool decode_result(const std::string& bytes, uint64_t& index, CaseResult& r) {
   t.unit_roundoff = d.f64();
   t.accumulation_max = d.f64();
   t.ignore_zero_sign = d.u64() != 0;
+  t.relaxed = d.u64() != 0;
   t.source = d.str();
   r.out_dtype = d.str();
   const uint64_t rank = d.u64();

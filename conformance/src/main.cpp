@@ -56,6 +56,8 @@ struct Options {
   bool isolate = true;
   std::string certificate_path;  // default: <out>/certificate
   bool perf = false;
+  bool fd_check = false;  // self-check: the reference's backward against finite differences
+  bool print_tolerances = false;
   bool exec_workers = false;  // workers are fresh processes (exec), not forks of the loaded runner
   // Internal: this process is an exec'd worker (see --exec-workers).
   int worker_fd = -1;
@@ -69,7 +71,7 @@ void usage(FILE* f) {
                "usage: deepx-certify PLUGIN [--reference NAME_OR_PATH] [--out DIR] [--ops OP,OP...]\n"
                "                     [--seed N] [--manifest FILE_OR_DIR]... [--case 'LINE'] [--list] [--quiet]\n"
                "                     [--timeout SEC] [--no-isolation] [--jobs N] [--exec-workers]\n"
-               "                     [--certificate PATH] [--perf]\n"
+               "                     [--certificate PATH] [--perf] [--fd-check] [--print-tolerances]\n"
                "\n"
                "Certifies PLUGIN (a plugin name such as \"cpu\", or a path to its .so) against the reference\n"
                "plugin: runs every manifest case for every (op, dtype, device) the plugin claims, compares\n"
@@ -93,6 +95,10 @@ void usage(FILE* f) {
                "  --exec-workers  run cases in freshly started processes that load the plugins\n"
                "                  themselves (automatic when the plugin claims a non-CPU device:\n"
                "                  GPU runtimes do not survive fork)\n"
+               "  --fd-check      self-check of the reference: its f64 backward kernels against\n"
+               "                  central finite differences of its forward along random directions\n"
+               "                  (one case per f64 real-tier backward case of the manifests)\n"
+               "  --print-tolerances  print the tolerance table as Markdown (docs/tolerances.md) and exit\n"
                "  --perf          also time each claimed kernel on large cases against the\n"
                "                  machine's measured ceilings (memory bandwidth, BLAS)\n"
                "Exit status: 0 certified, 1 not certified, 2 usage or harness error.\n");
@@ -153,6 +159,11 @@ bool parse_args(int argc, char** argv, Options& o, std::string& error) {
       if (!next(o.certificate_path)) return false;
     } else if (a == "--perf") {
       o.perf = true;
+    } else if (a == "--fd-check") {
+      o.fd_check = true;
+    } else if (a == "--print-tolerances") {
+      o.print_tolerances = true;
+      return true;
     } else if (a == "--exec-workers") {
       o.exec_workers = true;
     } else if (a == "--worker-fd" || a == "--worker-start" || a == "--worker-end" || a == "--jobs" || a == "-j") {
@@ -343,7 +354,10 @@ void write_case_json(JsonWriter& w, const Outcome& o, int64_t index) {
   w.key("source").value(o.c.source);
   w.key("parameters").begin_object();
   w.key("op").value(o.c.op);
+  w.key("display_op").value(o.c.display_op());
+  w.key("mode").value(o.c.mode);
   w.key("dtype").value(o.c.dtype);
+  w.key("signature").value(o.c.sig);
   w.key("device").value(o.c.device);
   w.key("shapes").begin_array();
   for (const auto& s : o.c.shapes) w.value(format_shape(s));
@@ -378,6 +392,7 @@ void write_case_json(JsonWriter& w, const Outcome& o, int64_t index) {
     w.end_object();
     w.key("threshold").value(r.tolerance.describe());
     w.key("threshold_source").value(r.tolerance.source);
+    w.key("relaxed").value(r.tolerance.relaxed);
   }
   w.key("determinism_checked").value(r.determinism_checked);
   w.key("in_place_checked").value(r.in_place_checked);
@@ -387,6 +402,10 @@ void write_case_json(JsonWriter& w, const Outcome& o, int64_t index) {
   w.key("repro").value(o.repro);
   w.end_object();
 }
+
+// The kernel a case runs: op, full signature, device.
+std::string kernel_key(const Case& c) { return c.op + " " + c.sig + " " + c.device; }
+std::string kernel_key(const Claim& c) { return c.op + " " + c.sig + " " + c.device; }
 
 std::string iso_time() {
   std::time_t t = std::time(nullptr);
@@ -411,6 +430,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "deepx-certify: %s\n\n", error.c_str());
     usage(stderr);
     return kExitHarness;
+  }
+  if (opt.print_tolerances) {
+    std::printf("%s", tolerance_table_markdown().c_str());
+    return kExitCertified;
   }
 
   // The suite runs kernels precisely because they are not certified yet: the trust gate
@@ -463,25 +486,22 @@ int main(int argc, char** argv) {
   }
 
   // ---- cases ----
-  const ClaimsFn claims = [&](const std::string& op) {
-    std::vector<DtypeDevice> out;
+  const SignaturesFn claims = [&](const std::string& op, bool from_reference) {
+    std::vector<SigOption> out;
     std::set<std::string> seen;
-    auto it = env.plugin_claims.find(op);
-    if (it != env.plugin_claims.end())
+    const auto& map = from_reference ? env.reference_claims : env.plugin_claims;
+    auto it = map.find(op);
+    if (it != map.end())
       for (const auto& c : it->second)
-        if (seen.insert(c.dtype + "@" + c.device).second) out.push_back({c.dtype, c.device});
+        if (seen.insert(c.sig + "@" + c.device).second) out.push_back({c.dtype, c.device, c.sig, c.has_backward});
     return out;
-  };
-  const ArityFn arity = [](const std::string& op) {
-    const OpRule* r = find_op_rule(op);
-    return r ? r->inputs : -1;
   };
   std::vector<Case> cases;
   std::vector<std::string> manifest_list;
   try {
     if (!opt.single_case.empty()) {
       Family f = parse_family(opt.single_case, "--case");
-      cases = expand(f, claims, arity);
+      cases = expand(f, claims, ExpandOptions{});
       if (cases.size() != 1) {
         std::fprintf(stderr, "deepx-certify: --case must describe exactly one case; it expands to %zu\n", cases.size());
         return kExitHarness;
@@ -511,7 +531,7 @@ int main(int argc, char** argv) {
           }
           manifest_list.push_back(file);
           for (const auto& fam : parse_manifest(text, fs::path(file).filename().string()))
-            for (auto& c : expand(fam, claims, arity))
+            for (auto& c : expand(fam, claims, ExpandOptions{true}))
               if ((opt.ops.empty() || opt.ops.count(c.op)) && seen.insert(c.line()).second) cases.push_back(std::move(c));
         }
     }
@@ -520,6 +540,20 @@ int main(int argc, char** argv) {
     return kExitHarness;
   }
 
+  if (opt.fd_check) {
+    // One finite-difference case per f64, real-tier backward case (the check runs the
+    // reference's f64 kernels whatever the plugin under test is).
+    std::vector<Case> fd;
+    std::set<std::string> seen;
+    for (auto c : cases) {
+      if (c.mode != "fdcheck" && (!c.is_backward() || c.tier != "real" || c.dtype != "f64")) continue;
+      c.mode = "fdcheck";
+      c.layouts.assign(c.layouts.size(), "contig");
+      c.out_layout = "contig";
+      if (seen.insert(c.line()).second) fd.push_back(std::move(c));
+    }
+    cases = std::move(fd);
+  }
   if (opt.list_only) {
     for (const auto& c : cases) std::printf("%s\n", c.line().c_str());
     return kExitCertified;
@@ -639,11 +673,11 @@ int main(int argc, char** argv) {
   std::vector<std::string> claims_without_cases;
   if (opt.single_case.empty()) {
     std::set<std::string> exercised;
-    for (const auto& c : cases) exercised.insert(c.op + " " + c.dtype + " " + c.device);
+    for (const auto& c : cases) exercised.insert(kernel_key(c));
     for (const auto& [op, list] : env.plugin_claims) {
       if (!opt.ops.empty() && !opt.ops.count(op)) continue;
       for (const auto& c : list)
-        if (!exercised.count(op + " " + c.dtype + " " + c.device)) claims_without_cases.push_back(op + " " + c.dtype + " " + c.device);
+        if (!exercised.count(kernel_key(c))) claims_without_cases.push_back(op + " " + c.sig + " " + c.device);
     }
   }
 
@@ -652,15 +686,15 @@ int main(int argc, char** argv) {
   // declined proved nothing). These are the certificate's kernels.
   std::set<std::string> exercised_kernels;
   for (const auto& o : outcomes)
-    if (o.r.status == Status::Pass || o.r.status == Status::Mistrusted)
-      exercised_kernels.insert(o.c.op + " " + o.c.dtype + " " + o.c.device);
+    if ((o.r.status == Status::Pass || o.r.status == Status::Mistrusted) && o.c.mode == "forward")
+      exercised_kernels.insert(kernel_key(o.c));
   std::vector<const Claim*> profile_claims;
   std::set<std::string> profile_ops, profile_dtypes, profile_devices;
   size_t profile_kernels = 0;
   for (const auto& [op, list] : env.plugin_claims)
     for (const auto& c : list) {
       if (!opt.ops.empty() && !opt.ops.count(op)) continue;
-      if (!exercised_kernels.count(op + " " + c.dtype + " " + c.device)) continue;  // not part of what is certified
+      if (!exercised_kernels.count(kernel_key(c))) continue;  // not part of what is certified
       profile_claims.push_back(&c);
       profile_ops.insert(op);
       profile_dtypes.insert(c.dtype);
@@ -674,6 +708,12 @@ int main(int argc, char** argv) {
                 profile_ops.size(), profile_dtypes.size(), devices.empty() ? "-" : devices.c_str(), profile_kernels,
                 kSuiteVersion);
 
+  // Cases that passed only under a relaxation (compare.cpp relaxations(), each with its reason).
+  std::vector<std::string> relaxed_items;
+  for (const auto& o : outcomes)
+    if (o.r.tolerance.relaxed && !is_failure(o.r.status)) relaxed_items.push_back(o.id + " " + o.c.display_op() + " " + o.c.dtype + ": " + o.r.tolerance.source);
+  const std::string verdict_word = relaxed_items.empty() ? "CERTIFIED" : "CERTIFIED-with-relaxations";
+
   // ---- terminal summary ----
   FILE* so = stdout;
   if (!opt.quiet) {
@@ -685,18 +725,18 @@ int main(int argc, char** argv) {
     };
     std::map<std::string, std::map<std::string, Cell>> matrix;
     for (const auto& o : outcomes) {
-      Cell& cell = matrix[o.c.op][o.c.dtype];
+      Cell& cell = matrix[o.c.display_op()][o.c.dtype];
       ++cell.total;
       if (o.r.status == Status::Crash || o.r.status == Status::Timeout) ++cell.died;
       if (is_failure(o.r.status)) ++cell.bad;
       else if (o.r.status == Status::NotSupported) ++cell.ns;
       else ++cell.ok;
     }
-    std::fprintf(so, "\n%-14s", "op");
+    std::fprintf(so, "\n%-24s", "op");
     for (const auto& d : dtype_cols) std::fprintf(so, " %9s", d.c_str());
     std::fprintf(so, "\n");
     for (const auto& [op, row] : matrix) {
-      std::fprintf(so, "%-14s", op.c_str());
+      std::fprintf(so, "%-24s", op.c_str());
       for (const auto& d : dtype_cols) {
         auto it = row.find(d);
         std::string cell = ".";
@@ -719,16 +759,16 @@ int main(int argc, char** argv) {
     std::map<std::string, const Outcome*> worst;
     for (const auto& o : outcomes) {
       if (!o.r.compared || !is_float(dtype_from_name(o.r.out_dtype).value_or(DType::I64))) continue;
-      const std::string key = o.c.op + " " + o.r.out_dtype;
+      const std::string key = o.c.display_op() + " " + o.r.out_dtype;
       auto it = worst.find(key);
       if (it == worst.end() || o.r.comparison.max_ulp > it->second->r.comparison.max_ulp) worst[key] = &o;
     }
     if (!worst.empty()) {
       std::fprintf(so, "\nworst errors (per op and output dtype):\n");
-      std::fprintf(so, "  %-18s %10s %10s %10s  %-12s %s\n", "op dtype", "max ulp", "max abs", "max rel", "case", "worst element");
+      std::fprintf(so, "  %-30s %10s %10s %10s  %-12s %s\n", "op dtype", "max ulp", "max abs", "max rel", "case", "worst element");
       for (const auto& [key, o] : worst) {
         const auto& cmp = o->r.comparison;
-        std::fprintf(so, "  %-18s %10llu %10.3g %10.3g  %-12s [%lld] expected %s got %s\n", key.c_str(),
+        std::fprintf(so, "  %-30s %10llu %10.3g %10.3g  %-12s [%lld] expected %s got %s\n", key.c_str(),
                      static_cast<unsigned long long>(cmp.max_ulp), cmp.max_abs, cmp.max_rel, o->id.c_str(),
                      static_cast<long long>(cmp.worst_index), cmp.worst_expected_text.c_str(),
                      cmp.worst_actual_text.c_str());
@@ -767,8 +807,12 @@ int main(int argc, char** argv) {
                  workers, exec_workers ? "exec'd " : "", workers == 1 ? "" : "es", opt.timeout_s);
   else
     std::fprintf(so, "time: %.2f s (not isolated)\n", total_seconds);
+  if (!relaxed_items.empty()) {
+    std::fprintf(so, "\nRELAXED (%zu cases held to a relaxation instead of the published table):\n", relaxed_items.size());
+    for (const auto& item : relaxed_items) std::fprintf(so, "  RELAXED %s\n", item.c_str());
+  }
   if (self_check) std::fprintf(so, "note: the reference was compared with itself; this certifies nothing about its results\n");
-  if (certified) std::fprintf(so, "verdict: CERTIFIED (profile: %s)\n", profile);
+  if (certified) std::fprintf(so, "verdict: %s (profile: %s)\n", verdict_word.c_str(), profile);
   else if (cases.empty()) std::fprintf(so, "verdict: NOT CERTIFIED (0 failures; no cases ran: the plugin claims nothing the suite covers)\n");
   else std::fprintf(so, "verdict: NOT CERTIFIED (%zu failures)\n", failed);
 
@@ -810,6 +854,11 @@ int main(int argc, char** argv) {
     w.key("date").value(iso_time());
     w.key("seed").value(opt.seed);
     w.key("tolerance_table_sha256").value(tolerance_table_sha256());
+    // The published page (docs/tolerances.md) embeds this Markdown; a unit test keeps them equal.
+    w.key("tolerance_doc_sha256").value(deepx::util::sha256_hex(tolerance_table_markdown()));
+    w.key("relaxed").begin_array();
+    for (const auto& item : relaxed_items) w.value(item);
+    w.end_array();
     w.key("tolerance_table").raw(tolerance_table_json());
     w.key("profile").begin_array();
     for (const auto& [op, list] : env.plugin_claims)
@@ -832,7 +881,7 @@ int main(int argc, char** argv) {
       w.key(status_name(s)).value(static_cast<uint64_t>(counts[s]));
     w.key("time_s").value(total_seconds);
     w.end_object();
-    w.key("verdict").value(certified ? "CERTIFIED" : "NOT CERTIFIED");
+    w.key("verdict").value(certified ? verdict_word : "NOT CERTIFIED");
     w.key("profile_summary").value(profile);
     w.key("certificate").begin_object();
     w.key("plugin_sha256").value(so_sha);
@@ -865,7 +914,7 @@ int main(int argc, char** argv) {
   }
   {
     std::map<std::string, std::vector<const Outcome*>> by_op;
-    for (const auto& o : outcomes) by_op[o.c.op].push_back(&o);
+    for (const auto& o : outcomes) by_op[o.c.display_op()].push_back(&o);
     std::ostringstream x;
     x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
     x << "<testsuites name=\"deepx-certify " << xml_escape(plugin_name) << "\" tests=\"" << results << "\" failures=\""
@@ -942,7 +991,8 @@ int main(int argc, char** argv) {
     h.plugin_sha256 = so_sha;
     h.suite_version = kSuiteVersion;
     h.suite_commit = DEEPX_CONFORMANCE_COMMIT;
-    h.verdict = certified ? "CERTIFIED" : "NOT CERTIFIED (" + std::to_string(failed) + " failures)";
+    h.verdict = certified ? verdict_word : "NOT CERTIFIED (" + std::to_string(failed) + " failures)";
+    h.relaxed = relaxed_items;
     h.profile = profile;
     char totals[200];
     std::snprintf(totals, sizeof totals, "tests: %zu passed: %zu failed: %zu not_supported: %zu mistrusted: %zu", results,
@@ -953,7 +1003,7 @@ int main(int argc, char** argv) {
     h.seed = std::to_string(opt.seed);
     for (const auto& o : outcomes) {
       HtmlCase hc;
-      hc.op = o.c.op;
+      hc.op = o.c.display_op();
       hc.dtype = o.c.dtype;
       hc.status = status_name(o.r.status);
       hc.id = o.id;

@@ -7,6 +7,8 @@
 #include <set>
 #include <sstream>
 
+#include "shape_rules.hpp"
+
 namespace deepx::conformance {
 namespace {
 
@@ -50,8 +52,8 @@ bool looks_integral(const std::string& text) {
   return text.find_first_of(".eEinfa") == std::string::npos;
 }
 
-const std::set<std::string> kKnownKeys = {"op", "dtypes", "device", "shapes", "layouts", "out",
-                                          "attrs", "tier", "seeds", "expect"};
+const std::set<std::string> kKnownKeys = {"op",    "dtypes", "device", "shapes", "layouts", "out",      "attrs",
+                                          "tier",  "seeds",  "expect", "mode",   "outshapes"};
 // Singular and plural spellings are both accepted.
 std::string canonical_key(const std::string& key) {
   if (key == "ops") return "op";
@@ -62,6 +64,8 @@ std::string canonical_key(const std::string& key) {
   if (key == "tiers") return "tier";
   if (key == "seed") return "seeds";
   if (key == "attr") return "attrs";
+  if (key == "modes") return "mode";
+  if (key == "outshape") return "outshapes";
   return key;
 }
 
@@ -96,6 +100,7 @@ std::vector<std::string> split_top_level(std::string_view text, char sep) {
 
 Shape parse_shape(std::string_view text) {
   text = trim(text);
+  if (text == "none") return kAbsentShape;
   if (text.size() < 2 || text.front() != '[' || text.back() != ']')
     throw ManifestError("a shape is written [d0,d1,...] ([] for rank 0), got '" + std::string(text) + "'");
   Shape shape;
@@ -110,6 +115,7 @@ Shape parse_shape(std::string_view text) {
 }
 
 std::string format_shape(const Shape& shape) {
+  if (is_absent(shape)) return "none";
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
   return s + "]";
@@ -220,13 +226,41 @@ std::string format_attrs(const std::vector<Attr>& attrs) {
   return s;
 }
 
+std::string Case::display_op() const {
+  if (mode == "forward") return op;
+  if (is_backward()) return op + "/backward";
+  return op + "/" + mode;
+}
+
+namespace {
+// The dtypes= text of a case: its key dtype when the signature is the key's default one,
+// else the full signature.
+std::string dtypes_text(const Case& c) {
+  if (c.sig.empty()) return c.dtype;
+  // Ops with several kernels per key dtype (the cast target, where's T, the index dtype, the
+  // mask dtype, the output count): a key alone would not name one kernel.
+  static const std::set<std::string> kSeveralPerKey = {"dx.cast", "dx.where", "dx.embedding", "dx.index_select",
+                                                       "dx.scaled_dot_product_attention", "dx.split"};
+  if (kSeveralPerKey.count(c.op)) return c.sig;
+  auto sig = parse_signature(c.sig);
+  auto key = dtype_from_name(c.dtype);
+  if (sig && key && *sig == default_signature(c.op, *key, static_cast<int>(sig->outputs.size()))) return c.dtype;
+  return c.sig;
+}
+}  // namespace
+
 std::string Case::line() const {
-  std::string s = "op=" + op + " dtypes=" + dtype + " device=" + device + " shapes=";
+  std::string s = "op=" + op + " dtypes=" + dtypes_text(*this) + " device=" + device + " shapes=";
   for (size_t i = 0; i < shapes.size(); ++i) s += (i ? ";" : "") + format_shape(shapes[i]);
+  if (!outshapes.empty()) {
+    s += " outshapes=";
+    for (size_t i = 0; i < outshapes.size(); ++i) s += (i ? ";" : "") + format_shape(outshapes[i]);
+  }
   s += " layouts=";
   if (layouts.empty()) s += "none";
   for (size_t i = 0; i < layouts.size(); ++i) s += (i ? ";" : "") + layouts[i];
   s += " out=" + out_layout + " attrs=" + format_attrs(attrs) + " tier=" + tier + " seeds=" + std::to_string(seed);
+  if (mode != "forward") s += " mode=" + mode;
   if (!expect.empty()) s += " expect=" + expect;
   return s;
 }
@@ -271,19 +305,50 @@ std::vector<Family> parse_manifest(std::string_view text, const std::string& fil
 }
 
 std::vector<Case> expand(const Family& family, const ClaimsFn& claims, const ArityFn& arity) {
+  // The first suite's interface: (dtype, device) claims with each key's default signature.
+  (void)arity;
+  const SignaturesFn sigs = [&](const std::string& op, bool) {
+    std::vector<SigOption> out;
+    for (const auto& c : claims(op)) {
+      auto d = dtype_from_name(c.dtype);
+      if (!d) continue;
+      out.push_back({c.dtype, c.device, format_signature(default_signature(op, *d)), false});
+    }
+    return out;
+  };
+  return expand(family, sigs, ExpandOptions{});
+}
+
+namespace {
+constexpr int64_t kAutoBackwardMaxElements = 40000;
+
+}  // namespace
+
+std::vector<Case> expand(const Family& family, const SignaturesFn& signatures, const ExpandOptions& options) {
   auto field = [&](const char* key, std::vector<std::string> fallback) {
     auto it = family.fields.find(key);
     return it == family.fields.end() ? fallback : it->second;
   };
   const auto ops = field("op", {});
   const auto shapes_alts = field("shapes", {});
+  const auto outshape_alts = field("outshapes", {""});
   const auto layout_alts = field("layouts", {"contig"});
   const auto out_alts = field("out", {"contig"});
   const auto attr_alts = field("attrs", {"none"});
   const auto tiers = field("tier", {"real"});
   const auto seed_alts = field("seeds", {"1"});
   const auto expects = field("expect", {""});
+  const bool modes_given = family.fields.count("mode") != 0;
+  const auto modes = field("mode", {"forward"});
   if (expects.size() != 1) throw ManifestError(family.source + ": expect= takes one value");
+  for (const auto& m : modes) {
+    bool ok = m == "forward" || m == "backward" || m == "fdcheck";
+    if (m.rfind("backward:", 0) == 0) {
+      ok = m.size() > 9;
+      for (size_t i = 9; i < m.size(); ++i) ok = ok && (m[i] == '0' || m[i] == '1');
+    }
+    if (!ok) throw ManifestError(family.source + ": unknown mode '" + m + "'");
+  }
 
   std::vector<std::vector<Attr>> attr_sets;
   for (const auto& a : attr_alts) attr_sets.push_back(parse_attrs(a));
@@ -293,7 +358,8 @@ std::vector<Case> expand(const Family& family, const ClaimsFn& claims, const Ari
     if (!parse_i64(s, v) || v < 0) throw ManifestError(family.source + ": bad seed '" + s + "'");
     seeds.push_back(static_cast<uint64_t>(v));
   }
-  static const std::set<std::string> kTiers = {"exact", "real", "special", "divzero", "large", "negative", "allbits"};
+  static const std::set<std::string> kTiers = {"exact", "real", "special", "divzero", "large", "negative", "allbits",
+                                               "badindex"};
   for (const auto& t : tiers)
     if (!kTiers.count(t)) throw ManifestError(family.source + ": unknown tier '" + t + "'");
   static const std::set<std::string> kLayouts = {"contig", "transposed", "sliced", "offset", "broadcast0",
@@ -302,78 +368,162 @@ std::vector<Case> expand(const Family& family, const ClaimsFn& claims, const Ari
   std::vector<Case> cases;
   std::set<std::string> seen;
   for (const auto& op : ops) {
-    const int n_inputs = arity(op);
-    if (n_inputs < 0) throw ManifestError(family.source + ": the suite has no shape rule for op '" + op + "'");
-    // (dtype, device) pairs to expand.
-    std::vector<DtypeDevice> targets;
-    const auto claimed = claims(op);
+    const OpRule* rule = find_op_rule(op);
+    if (!rule) throw ManifestError(family.source + ": the suite has no shape rule for op '" + op + "'");
+    const int n_inputs = rule->inputs;
+    // Signatures to expand: the plugin's claims, or those the manifest names.
+    std::vector<SigOption> targets;
+    const auto claimed = signatures(op, false);
     auto dt_it = family.fields.find("dtypes");
-    auto dev_it = family.fields.find("device");
     if (dt_it == family.fields.end()) {
       targets = claimed;
     } else {
-      for (const auto& d : dt_it->second) {
+      const auto reference = signatures(op, true);
+      const std::string fallback_device = claimed.empty() ? "cpu" : claimed.front().device;
+      auto add = [&](const SigOption& o) {
         bool any = false;
         for (const auto& c : claimed)
-          if (c.dtype == d) { targets.push_back(c); any = true; }
-        if (!any) targets.push_back({d, claimed.empty() ? "cpu" : claimed.front().device});
+          if (c.sig == o.sig) {
+            targets.push_back(c);
+            any = true;
+          }
+        if (!any) targets.push_back({o.dtype, fallback_device, o.sig, o.has_backward});
+      };
+      for (const auto& d : dt_it->second) {
+        if (d.find("->") != std::string::npos) {
+          auto sig = parse_signature(d);
+          if (!sig) throw ManifestError(family.source + ": bad signature '" + d + "'");
+          const DType key = sig->inputs.empty() ? sig->outputs[0] : sig->inputs[0];
+          bool bw = false;
+          for (const auto& r : reference) bw = bw || (r.sig == format_signature(*sig) && r.has_backward);
+          add({name(key), "", format_signature(*sig), bw});
+        } else {
+          auto key = dtype_from_name(d);
+          if (!key) throw ManifestError(family.source + ": unknown dtype '" + d + "'");
+          bool any = false;
+          for (const auto& r : reference)
+            if (r.dtype == d) {
+              add(r);
+              any = true;
+            }
+          if (!any) add({d, "", format_signature(default_signature(op, *key)), false});
+        }
       }
     }
+    auto dev_it = family.fields.find("device");
     if (dev_it != family.fields.end()) {
-      std::vector<DtypeDevice> filtered;
-      std::set<std::string> dtypes_done;
+      std::vector<SigOption> filtered;
+      std::set<std::string> done;
       for (const auto& dev : dev_it->second)
-        for (const auto& t : targets)
-          if (dtypes_done.insert(t.dtype + "@" + dev).second) filtered.push_back({t.dtype, dev});
+        for (auto t : targets)
+          if (done.insert(t.sig + "@" + dev).second) {
+            t.device = dev;
+            filtered.push_back(t);
+          }
       targets = filtered;
     }
     for (const auto& target : targets) {
-      const bool is_float = target.dtype == "f64" || target.dtype == "f32" || target.dtype == "f16" || target.dtype == "bf16";
-      const bool is_bool = target.dtype == "bool";
+      const auto sig = parse_signature(target.sig);
+      if (!sig) continue;
+      // Data tiers follow the inputs' dtypes (the output's for 0-input ops): "float" when any
+      // is a float (where(bool, f32, f32)), "bool" when all are bool.
+      const auto& data_types = sig->inputs.empty() ? sig->outputs : sig->inputs;
+      bool is_float = false, is_bool = !data_types.empty();
+      for (DType d : data_types) {
+        is_float = is_float || deepx::conformance::is_float(d);
+        is_bool = is_bool && d == DType::Bool;
+      }
       for (const auto& shape_text : shapes_alts) {
         std::vector<Shape> shapes;
         for (const auto& s : split_top_level(shape_text, ';')) shapes.push_back(parse_shape(s));
-        const size_t expected_shapes = n_inputs == 0 ? 1 : static_cast<size_t>(n_inputs);
-        if (shapes.size() != expected_shapes)
-          throw ManifestError(family.source + ": " + op + " takes " + std::to_string(expected_shapes) +
+        const bool count_ok = n_inputs < 0 ? !shapes.empty()
+                                           : shapes.size() == (n_inputs == 0 ? 1u : static_cast<size_t>(n_inputs));
+        if (!count_ok)
+          throw ManifestError(family.source + ": " + op + " takes " + std::to_string(n_inputs == 0 ? 1 : n_inputs) +
                               " shape(s), got '" + shape_text + "'");
-        for (const auto& layout_text : layout_alts) {
-          std::vector<std::string> layouts;
-          if (n_inputs > 0) {
-            auto parts = split_top_level(layout_text, ';');
-            if (parts.size() == 1) parts.assign(static_cast<size_t>(n_inputs), parts[0]);
-            if (parts.size() != static_cast<size_t>(n_inputs))
-              throw ManifestError(family.source + ": layouts '" + layout_text + "' do not match " +
-                                  std::to_string(n_inputs) + " inputs");
-            for (const auto& l : parts)
-              if (!kLayouts.count(l)) throw ManifestError(family.source + ": unknown layout '" + l + "'");
-            layouts = parts;
-          }
-          for (const auto& out : out_alts) {
-            if (!kLayouts.count(out) || out.rfind("broadcast", 0) == 0)
-              throw ManifestError(family.source + ": bad output layout '" + out + "'");
-            for (const auto& attrs : attr_sets)
-              for (const auto& tier_in : tiers) {
-                std::string tier = tier_in;
-                if (is_bool) tier = "exact";  // bool data has one tier
-                if (!is_float && (tier == "large" || tier == "negative")) continue;
-                if (tier == "allbits" && target.dtype != "f16" && target.dtype != "bf16") continue;
-                for (uint64_t seed : seeds) {
-                  Case c;
-                  c.op = op;
-                  c.dtype = target.dtype;
-                  c.device = target.device;
-                  c.shapes = shapes;
-                  c.layouts = layouts;
-                  c.out_layout = out;
-                  c.attrs = attrs;
-                  c.tier = tier;
-                  c.seed = seed;
-                  c.expect = expects[0];
-                  c.source = family.source;
-                  if (seen.insert(c.line()).second) cases.push_back(std::move(c));
+        // The signature must have this case's input count (one dtype for a variadic kernel).
+        const size_t sig_inputs = n_inputs < 0 ? 1 : static_cast<size_t>(n_inputs);
+        if (sig->inputs.size() != sig_inputs) continue;
+        const size_t n_in = n_inputs == 0 ? 0 : shapes.size();
+        for (const auto& outshape_text : outshape_alts) {
+          std::vector<Shape> outshapes;
+          if (!outshape_text.empty())
+            for (const auto& s : split_top_level(outshape_text, ';')) outshapes.push_back(parse_shape(s));
+          for (const auto& layout_text : layout_alts) {
+            std::vector<std::string> layouts;
+            if (n_in > 0) {
+              auto parts = split_top_level(layout_text, ';');
+              if (parts.size() == 1) parts.assign(n_in, parts[0]);
+              if (parts.size() != n_in)
+                throw ManifestError(family.source + ": layouts '" + layout_text + "' do not match " +
+                                    std::to_string(n_in) + " inputs");
+              for (const auto& l : parts)
+                if (!kLayouts.count(l)) throw ManifestError(family.source + ": unknown layout '" + l + "'");
+              layouts = parts;
+            }
+            for (const auto& out : out_alts) {
+              if (!kLayouts.count(out) || out.rfind("broadcast", 0) == 0)
+                throw ManifestError(family.source + ": bad output layout '" + out + "'");
+              for (const auto& attrs : attr_sets) {
+                const OutputsResult spec = output_specs(op, shapes, *sig, attrs, outshapes);
+                // dx.split: the kernel with as many outputs as the sizes (or equal parts) give.
+                if (rule->outputs < 0) {
+                  const Attr* sizes = find_attr(attrs, "sizes");
+                  const bool fits = sizes ? sizes->value.i64s.size() == sig->outputs.size() ||
+                                                (sizes->value.kind == AttrValue::Kind::I64 && sig->outputs.size() == 1)
+                                          : spec.error.empty();
+                  if (!fits) continue;
+                }
+                for (const auto& tier_in : tiers) {
+                  std::string tier = tier_in;
+                  if (is_bool && tier != "badindex") tier = "exact";  // bool data has one tier
+                  if (!is_float && (tier == "large" || tier == "negative")) continue;
+                  if (tier == "allbits" && target.dtype != "f16" && target.dtype != "bf16") continue;
+                  std::vector<std::string> case_modes = modes;
+                  int64_t in_elements = 0;
+                  for (const auto& s : shapes) in_elements += is_absent(s) ? 0 : numel(s);
+                  // Softmax-like backward passes cancel large terms: exact-tier (integer) and
+                  // overflow-range logits make them judge rounding, not the kernel; the norms
+                  // keep the large tier (a mean offset the normalisation removes).
+                  const bool softmax_like = rule->op_class == OpClass::Normalising && op != "dx.layer_norm" &&
+                                            op != "dx.rms_norm" && op != "dx.batch_norm";
+                  const bool backward_tier = rule->op_class == OpClass::Normalising
+                                                 ? tier == "real" || (!softmax_like && tier == "large")
+                                                 : tier == "exact" || tier == "real" || tier == "large" || tier == "negative";
+                  if (!modes_given && options.auto_backward && target.has_backward && is_float && backward_tier &&
+                      expects[0].empty() && spec.error.empty() && !spec.outputs.empty() &&
+                      in_elements <= kAutoBackwardMaxElements) {
+                    case_modes.push_back("backward");
+                    bool plain = out == "contig" && tier == "real";
+                    for (const auto& l : layouts) plain = plain && l == "contig";
+                    bool others = false;  // a gradient other than input 0's can be wanted
+                    for (size_t i = 1; i < n_in; ++i) others = others || !is_absent(shapes[i]);
+                    if (plain && others) case_modes.push_back("backward:0" + std::string(n_in - 1, '1'));
+                  }
+                  for (const auto& mode : case_modes) {
+                    if (mode != "forward" && !(target.has_backward && is_float && rule->backward)) continue;
+                    for (uint64_t seed : seeds) {
+                      Case c;
+                      c.op = op;
+                      c.dtype = target.dtype;
+                      c.sig = target.sig;
+                      c.device = target.device;
+                      c.shapes = shapes;
+                      c.outshapes = outshapes;
+                      c.layouts = layouts;
+                      c.out_layout = out;
+                      c.attrs = attrs;
+                      c.tier = tier;
+                      c.seed = seed;
+                      c.mode = mode;
+                      c.expect = expects[0];
+                      c.source = family.source;
+                      if (seen.insert(c.line()).second) cases.push_back(std::move(c));
+                    }
+                  }
                 }
               }
+            }
           }
         }
       }

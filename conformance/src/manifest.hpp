@@ -37,14 +37,24 @@ struct Attr {
 struct Case {
   std::string op;
   std::string dtype;   // the claim's key dtype: the first input's (the output's for 0-input ops)
+  std::string sig;     // the kernel's full dtype signature, "bool:f32:f32->f32" (shape_rules.hpp)
   std::string device;  // device type name: "cpu", "cuda", "rocm", ...
-  std::vector<Shape> shapes;         // inputs' logical shapes (the output shape for 0-input ops)
+  std::vector<Shape> shapes;         // inputs' logical shapes (the output shape for 0-input ops);
+                                     // kAbsentShape ("none") for an absent optional input
+  std::vector<Shape> outshapes;      // requested output shapes (dx.reshape, dx.broadcast_to)
   std::vector<std::string> layouts;  // one per input
   std::string out_layout = "contig";
   std::vector<Attr> attrs;
   std::string tier = "real";
   uint64_t seed = 1;
   std::string expect;  // expected status name ("ARITHMETIC_ERROR"), "" for success
+  // "forward"; "backward" (every input gradient wanted); "backward:0110" (a mask over the
+  // forward inputs: 0 = that gradient is not wanted, a null output); "fdcheck" (the reference's
+  // f64 backward against central finite differences of its forward, `--fd-check`).
+  std::string mode = "forward";
+  bool is_backward() const { return mode.rfind("backward", 0) == 0; }
+  // The op as reports show it: "dx.add", "dx.add/backward", "dx.add/fdcheck".
+  std::string display_op() const;
   std::string source;  // "file:line" of the family it came from
   std::string line() const;
 };
@@ -75,6 +85,23 @@ struct DtypeDevice {
 using ClaimsFn = std::function<std::vector<DtypeDevice>(const std::string& op)>;
 // Number of inputs of an op of the suite, or -1 when the suite does not know the op.
 using ArityFn = std::function<int(const std::string& op)>;
+
+// A kernel signature the expansion may use for an op.
+struct SigOption {
+  std::string dtype;   // key dtype name
+  std::string device;  // device type name
+  std::string sig;     // format_signature()
+  bool has_backward = false;
+};
+// The plugin's claimed signatures of `op` (reference = false), or the reference's (true).
+using SignaturesFn = std::function<std::vector<SigOption>(const std::string& op, bool reference)>;
+
+struct ExpandOptions {
+  // Add a backward case (and an "unwanted gradient" variant) to forward cases of float
+  // signatures with a backward (manifest expansion; not for `--case`, which runs one line).
+  bool auto_backward = false;
+};
+std::vector<Case> expand(const Family& family, const SignaturesFn& signatures, const ExpandOptions& options);
 
 // Expands a family into cases. `dtypes` defaults to every dtype the plugin claims for the op;
 // `device` defaults to every device type claimed with that dtype (or "cpu" when none).

@@ -68,6 +68,52 @@ void parallel_for(int threads, size_t n, const Body& body) {
   for (auto& th : pool) th.join();
 }
 
+// Default perf cases of ops that need attributes or operands of different shapes.
+struct PerfRecipe {
+  std::vector<Shape> shapes;
+  const char* attrs;
+};
+const std::map<std::string, PerfRecipe>& perf_recipes() {
+  static const std::map<std::string, PerfRecipe> recipes = {
+      {"dx.conv2d", {{{8, 64, 56, 56}, {64, 64, 3, 3}, {64}}, "padding:1"}},
+      {"dx.max_pool2d", {{{8, 64, 64, 64}}, "kernel:2"}},
+      {"dx.avg_pool2d", {{{8, 64, 64, 64}}, "kernel:2"}},
+      {"dx.linear", {{{2048, 1024}, {1024, 1024}, {1024}}, "none"}},
+      {"dx.rms_norm", {{{2048, 2048}, {2048}}, "none"}},
+      {"dx.batch_norm", {{{32, 64, 32, 32}, {64}, {64}, {64}, {64}}, "training:true"}},
+      {"dx.scaled_dot_product_attention", {{{8, 1024, 64}, {8, 1024, 64}, {8, 1024, 64}, kAbsentShape}, "causal:true"}},
+      {"dx.pad", {{{2048, 2048}}, "pads:[1,1,1,1]"}},
+      {"dx.tile", {{{1024, 2048}}, "repeats:[2,1]"}},
+      {"dx.slice", {{{2048, 2048}}, "starts:[0,1];steps:[1,2]"}},
+      {"dx.clamp", {{{int64_t{1} << 22}}, "min:-1.5;max:2.5"}},
+      {"dx.gelu", {{{int64_t{1} << 22}}, "approximate:str:tanh"}},
+      {"dx.log_softmax", {{{2048, 2048}}, "axis:-1"}},
+      {"dx.arange", {{{int64_t{1} << 22}}, "start:f64:0.5;step:f64:0.25"}},
+      {"dx.uniform", {{{int64_t{1} << 22}}, "seed:1"}},
+      {"dx.normal", {{{int64_t{1} << 22}}, "seed:1"}},
+  };
+  return recipes;
+}
+
+dx_attrs_t* make_perf_attrs(const std::vector<Attr>& attrs) {
+  if (attrs.empty()) return nullptr;
+  dx_attrs_t* a = nullptr;
+  if (dx_attrs_create(&a) != DX_OK) return nullptr;
+  for (const auto& at : attrs) {
+    const auto& v = at.value;
+    const char* n = at.name.c_str();
+    switch (v.kind) {
+      case AttrValue::Kind::I64: dx_attrs_set_i64(a, n, v.i64); break;
+      case AttrValue::Kind::F64: dx_attrs_set_f64(a, n, v.f64); break;
+      case AttrValue::Kind::Bool: dx_attrs_set_bool(a, n, static_cast<int32_t>(v.i64)); break;
+      case AttrValue::Kind::I64Array: dx_attrs_set_i64_array(a, n, v.i64s.data(), static_cast<int64_t>(v.i64s.size())); break;
+      case AttrValue::Kind::F64Array: dx_attrs_set_f64_array(a, n, v.f64s.data(), static_cast<int64_t>(v.f64s.size())); break;
+      case AttrValue::Kind::String: dx_attrs_set_string(a, n, v.str.c_str()); break;
+    }
+  }
+  return a;
+}
+
 // Kernels report the median (typical) run; ceilings the best run (what the machine can do).
 enum class Pick { Median, Best };
 
@@ -206,6 +252,10 @@ void perf_main(const Environment& env, const PerfOptions& o) {
     for (const Claim& claim : claims) {
       auto dtype = dtype_from_name(claim.dtype);
       if (!dtype) continue;
+      // One large case per kernel of the usual single-dtype signature (dx.cast: its first pair).
+      const bool plain = rule->inputs >= 0 && rule->outputs == 1 &&
+                         claim.sig == format_signature(default_signature(op, *dtype));
+      if (!plain) continue;
       if (o.skip.count(op + " " + claim.dtype + " " + claim.device)) {
         std::printf("perf: %-14s %-5s %-6s skipped: it crashed or hung during certification\n", op.c_str(),
                     claim.dtype.c_str(), claim.device.c_str());
@@ -219,12 +269,20 @@ void perf_main(const Environment& env, const PerfOptions& o) {
                op == "dx.transpose")
         shapes.assign(static_cast<size_t>(rule->inputs), Shape{2048, n / 2048});
       else shapes.assign(static_cast<size_t>(rule->inputs), Shape{n});
-      const ShapeResult spec = output_spec(op, shapes, *dtype, {});
-      if (!spec.output) {
+      // Ops whose default case needs attributes or operands of different shapes.
+      std::vector<Attr> attrs;
+      if (auto it = perf_recipes().find(op); it != perf_recipes().end()) {
+        shapes = it->second.shapes;
+        attrs = parse_attrs(it->second.attrs);
+      }
+      const OutputsResult specs = output_specs(op, shapes, default_signature(op, *dtype), attrs);
+      if (specs.outputs.size() != 1 || !specs.error.empty()) {
         std::printf("perf: %-14s %-5s %-6s skipped: no default case (%s)\n", op.c_str(), claim.dtype.c_str(),
-                    claim.device.c_str(), spec.error.c_str());
+                    claim.device.c_str(), specs.error.empty() ? "needs an output shape" : specs.error.c_str());
         continue;
       }
+      const std::optional<OutputSpec> output = specs.outputs[0];
+      struct { const std::optional<OutputSpec>& output; } spec{output};
       const int32_t device = env.device_for(env.plugin_index, claim.device_type);
       dx_op_id_t op_id = 0;
       if (device < 0 || dx_runtime_op_lookup(env.runtime, op.c_str(), &op_id) != DX_OK) continue;
@@ -236,6 +294,10 @@ void perf_main(const Environment& env, const PerfOptions& o) {
       const int inputs_count = op == "dx.fill" ? 0 : rule->inputs;
       for (int i = 0; i < inputs_count && ok; ++i) {
         const Shape& s = shapes[static_cast<size_t>(i)];
+        if (is_absent(s)) {  // an absent optional input
+          in_ptrs.push_back(nullptr);
+          continue;
+        }
         dx_tensor_t* t = nullptr;
         ok = dx_tensor_create(env.runtime, device, info(*dtype).packed, s.data(), static_cast<int32_t>(s.size()), &t) ==
              DX_OK;
@@ -258,6 +320,9 @@ void perf_main(const Environment& env, const PerfOptions& o) {
         continue;
       }
       const size_t out_bytes = static_cast<size_t>(numel(os)) * static_cast<size_t>(byte_size(spec.output->dtype));
+      std::unique_ptr<dx_attrs_t, void (*)(dx_attrs_t*)> attrs_handle(make_perf_attrs(attrs), [](dx_attrs_t* a) {
+        if (a) dx_attrs_destroy(a);
+      });
       dx_invoke_options_t opts{};
       opts.struct_size = DX_STRUCT_SIZE(dx_invoke_options_t, plugin_index);
       opts.flags = DX_INVOKE_FLAG_PLUGIN;
@@ -266,7 +331,7 @@ void perf_main(const Environment& env, const PerfOptions& o) {
       const double seconds = timed_seconds(o.repeats, [&] {
         dx_tensor_t* op_out = out.get();
         const dx_status_t s = dx_invoke_ex(env.runtime, op_id, in_ptrs.empty() ? nullptr : in_ptrs.data(),
-                                           static_cast<int32_t>(in_ptrs.size()), &op_out, 1, nullptr, &opts);
+                                           static_cast<int32_t>(in_ptrs.size()), &op_out, 1, attrs_handle.get(), &opts);
         if (s != DX_OK) status = s;
       });
       if (status != DX_OK) {
@@ -277,9 +342,21 @@ void perf_main(const Environment& env, const PerfOptions& o) {
       const double gbs = static_cast<double>(in_bytes + out_bytes) / seconds / 1e9;
       char rate[32] = "-", flops_text[32] = "-", ceiling_text[48], ratio[16] = "-";
       std::snprintf(rate, sizeof rate, "%.2f", gbs);
+      // Compute-bound ops: GFLOP/s against a BLAS gemm (matmul, linear, conv2d, attention).
+      double flops = 0;
       if (op == "dx.matmul") {
         const double m = static_cast<double>(o.matmul_n);
-        const double gflops = 2 * m * m * m / seconds / 1e9;
+        flops = 2 * m * m * m;
+      } else if (op == "dx.linear") {
+        flops = 2.0 * static_cast<double>(numel(shapes[0])) * static_cast<double>(shapes[1][0]);
+      } else if (op == "dx.conv2d") {
+        flops = 2.0 * static_cast<double>(numel(spec.output->shape)) * static_cast<double>(shapes[1][1] * shapes[1][2] * shapes[1][3]);
+      } else if (op == "dx.scaled_dot_product_attention") {
+        const Shape& q = shapes[0];
+        flops = 4.0 * static_cast<double>(numel(q)) * static_cast<double>(shapes[1][shapes[1].size() - 2]);
+      }
+      if (flops > 0) {
+        const double gflops = flops / seconds / 1e9;
         std::snprintf(flops_text, sizeof flops_text, "%.2f", gflops);
         const std::string ck = std::string("gemm ") + (*dtype == DType::F64 ? "f64" : "f32");
         if (!ceilings.count(ck)) ceilings[ck] = gemm_ceiling(*dtype, o.matmul_n, o.repeats);

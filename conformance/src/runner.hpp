@@ -35,7 +35,9 @@ struct Claim {
   int32_t device_type = 0;
   uint64_t flags = 0;  // DX_KERNEL_FLAG_* bits
   bool has_supports = false;  // may decline valid calls: DX_UNSUPPORTED is then NOT_SUPPORTED
+  bool has_backward = false;
   std::vector<dx_dtype_t> signature;
+  std::string sig;  // format_signature() of `signature` (empty when a dtype is unknown)
 };
 
 struct Environment {
@@ -50,7 +52,7 @@ struct Environment {
   // Fills the claim maps from the runtime's kernel registry. Returns false (with `error`) when
   // the registry cannot be read.
   bool discover(std::string& error);
-  const Claim* find_claim(bool reference, const std::string& op, const std::string& dtype,
+  const Claim* find_claim(bool reference, const std::string& op, const std::string& sig,
                           const std::string& device) const;
   // The memory space to allocate in for `plugin`'s kernels on `device_type`: the plugin's own,
   // else any of that device type; -1 when none.

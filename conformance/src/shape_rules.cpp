@@ -14,45 +14,65 @@ const char* op_class_name(OpClass c) {
     case OpClass::Transcendental: return "transcendental";
     case OpClass::Accumulating: return "accumulating";
     case OpClass::Normalising: return "normalising";
+    case OpClass::Random: return "random";
   }
   return "?";
 }
 
 const std::vector<OpRule>& op_rules() {
+  using C = OpClass;
+  constexpr bool kGrad = true;
   static const std::vector<OpRule> rules = {
-      {"dx.add", 2, OpClass::BasicArith},         {"dx.sub", 2, OpClass::BasicArith},
-      {"dx.mul", 2, OpClass::BasicArith},         {"dx.div", 2, OpClass::BasicArith},
-      {"dx.neg", 1, OpClass::ExactArith},         {"dx.relu", 1, OpClass::ExactArith},
-      {"dx.exp", 1, OpClass::Transcendental},     {"dx.sum", 1, OpClass::Accumulating},
-      {"dx.max", 1, OpClass::ExactArith},         {"dx.matmul", 2, OpClass::Accumulating},
-      {"dx.softmax", 1, OpClass::Normalising},    {"dx.transpose", 1, OpClass::Movement},
-      {"dx.copy", 1, OpClass::Movement},          {"dx.fill", 0, OpClass::Movement},
+      {"dx.add", 2, C::BasicArith, 1, kGrad},       {"dx.sub", 2, C::BasicArith, 1, kGrad},
+      {"dx.mul", 2, C::BasicArith, 1, kGrad},       {"dx.div", 2, C::BasicArith, 1, kGrad},
+      {"dx.neg", 1, C::ExactArith, 1, kGrad},       {"dx.relu", 1, C::ExactArith, 1, kGrad},
+      {"dx.exp", 1, C::Transcendental, 1, kGrad},   {"dx.sum", 1, C::Accumulating, 1, kGrad},
+      {"dx.max", 1, C::ExactArith, 1, kGrad},       {"dx.matmul", 2, C::Accumulating, 1, kGrad},
+      {"dx.softmax", 1, C::Normalising, 1, kGrad},  {"dx.transpose", 1, C::Movement, 1, kGrad},
+      {"dx.copy", 1, C::Movement, 1, kGrad},        {"dx.fill", 0, C::Movement},
       // Exact elementwise results (an input, its magnitude, an integer value, a bool).
-      {"dx.abs", 1, OpClass::ExactArith},         {"dx.sign", 1, OpClass::ExactArith},
-      {"dx.floor", 1, OpClass::ExactArith},       {"dx.ceil", 1, OpClass::ExactArith},
-      {"dx.round", 1, OpClass::ExactArith},       {"dx.clamp", 1, OpClass::ExactArith},
-      {"dx.maximum", 2, OpClass::ExactArith},     {"dx.minimum", 2, OpClass::ExactArith},
-      {"dx.eq", 2, OpClass::ExactArith},          {"dx.ne", 2, OpClass::ExactArith},
-      {"dx.lt", 2, OpClass::ExactArith},          {"dx.le", 2, OpClass::ExactArith},
-      {"dx.gt", 2, OpClass::ExactArith},          {"dx.ge", 2, OpClass::ExactArith},
-      {"dx.logical_and", 2, OpClass::ExactArith}, {"dx.logical_or", 2, OpClass::ExactArith},
-      {"dx.logical_xor", 2, OpClass::ExactArith}, {"dx.logical_not", 1, OpClass::ExactArith},
-      {"dx.bitwise_not", 1, OpClass::ExactArith}, {"dx.where", 3, OpClass::Movement},
-      {"dx.cast", 1, OpClass::Movement},
+      {"dx.abs", 1, C::ExactArith, 1, kGrad},       {"dx.sign", 1, C::ExactArith, 1, kGrad},
+      {"dx.floor", 1, C::ExactArith},               {"dx.ceil", 1, C::ExactArith},
+      {"dx.round", 1, C::ExactArith},               {"dx.clamp", 1, C::ExactArith, 1, kGrad},
+      {"dx.maximum", 2, C::ExactArith, 1, kGrad},   {"dx.minimum", 2, C::ExactArith, 1, kGrad},
+      {"dx.eq", 2, C::ExactArith},                  {"dx.ne", 2, C::ExactArith},
+      {"dx.lt", 2, C::ExactArith},                  {"dx.le", 2, C::ExactArith},
+      {"dx.gt", 2, C::ExactArith},                  {"dx.ge", 2, C::ExactArith},
+      {"dx.logical_and", 2, C::ExactArith},         {"dx.logical_or", 2, C::ExactArith},
+      {"dx.logical_xor", 2, C::ExactArith},         {"dx.logical_not", 1, C::ExactArith},
+      {"dx.bitwise_not", 1, C::ExactArith},         {"dx.where", 3, C::Movement, 1, kGrad},
+      {"dx.cast", 1, C::Movement, 1, kGrad},
       // One IEEE operation per element: correctly rounded.
-      {"dx.reciprocal", 1, OpClass::BasicArith},  {"dx.sqrt", 1, OpClass::BasicArith},
+      {"dx.reciprocal", 1, C::BasicArith, 1, kGrad}, {"dx.sqrt", 1, C::BasicArith, 1, kGrad},
       // libm functions: the f64 reference rounded once.
-      {"dx.rsqrt", 1, OpClass::Transcendental},   {"dx.expm1", 1, OpClass::Transcendental},
-      {"dx.log", 1, OpClass::Transcendental},     {"dx.log1p", 1, OpClass::Transcendental},
-      {"dx.sin", 1, OpClass::Transcendental},     {"dx.cos", 1, OpClass::Transcendental},
-      {"dx.tan", 1, OpClass::Transcendental},     {"dx.tanh", 1, OpClass::Transcendental},
-      {"dx.erf", 1, OpClass::Transcendental},     {"dx.sigmoid", 1, OpClass::Transcendental},
-      {"dx.silu", 1, OpClass::Transcendental},    {"dx.gelu", 1, OpClass::Transcendental},
-      {"dx.pow", 2, OpClass::Transcendental},
+      {"dx.rsqrt", 1, C::Transcendental, 1, kGrad}, {"dx.expm1", 1, C::Transcendental, 1, kGrad},
+      {"dx.log", 1, C::Transcendental, 1, kGrad},   {"dx.log1p", 1, C::Transcendental, 1, kGrad},
+      {"dx.sin", 1, C::Transcendental, 1, kGrad},   {"dx.cos", 1, C::Transcendental, 1, kGrad},
+      {"dx.tan", 1, C::Transcendental, 1, kGrad},   {"dx.tanh", 1, C::Transcendental, 1, kGrad},
+      {"dx.erf", 1, C::Transcendental, 1, kGrad},   {"dx.sigmoid", 1, C::Transcendental, 1, kGrad},
+      {"dx.silu", 1, C::Transcendental, 1, kGrad},  {"dx.gelu", 1, C::Transcendental, 1, kGrad},
+      {"dx.pow", 2, C::Transcendental, 1, kGrad},
       // Reductions.
-      {"dx.min", 1, OpClass::ExactArith},         {"dx.argmax", 1, OpClass::ExactArith},
-      {"dx.argmin", 1, OpClass::ExactArith},      {"dx.mean", 1, OpClass::Accumulating},
-      {"dx.prod", 1, OpClass::Accumulating},
+      {"dx.min", 1, C::ExactArith, 1, kGrad},       {"dx.argmax", 1, C::ExactArith},
+      {"dx.argmin", 1, C::ExactArith},              {"dx.mean", 1, C::Accumulating, 1, kGrad},
+      {"dx.prod", 1, C::Accumulating, 1, kGrad},
+      // Linear algebra and neural-network ops.
+      {"dx.linear", 3, C::Accumulating, 1, kGrad},  {"dx.conv2d", 3, C::Accumulating, 1, kGrad},
+      {"dx.avg_pool2d", 1, C::Accumulating, 1, kGrad}, {"dx.max_pool2d", 1, C::ExactArith, 1, kGrad},
+      {"dx.log_softmax", 1, C::Normalising, 1, kGrad}, {"dx.layer_norm", 3, C::Normalising, 3, kGrad},
+      {"dx.rms_norm", 2, C::Normalising, 1, kGrad}, {"dx.batch_norm", 5, C::Normalising, 1, kGrad},
+      {"dx.cross_entropy", 2, C::Normalising, 1, kGrad},
+      {"dx.scaled_dot_product_attention", 4, C::Normalising, 1, kGrad},
+      {"dx.embedding", 2, C::Movement, 1, kGrad},
+      // Shape and data movement.
+      {"dx.reshape", 1, C::Movement, 1, kGrad},     {"dx.broadcast_to", 1, C::Movement, 1, kGrad},
+      {"dx.concat", -1, C::Movement, 1, kGrad},     {"dx.split", 1, C::Movement, -1, kGrad},
+      {"dx.slice", 1, C::Movement, 1, kGrad},       {"dx.index_select", 2, C::Movement, 1, kGrad},
+      {"dx.gather", 2, C::Movement, 1, kGrad},      {"dx.scatter_add", 3, C::Accumulating, 1, kGrad},
+      {"dx.pad", 1, C::Movement, 1, kGrad},         {"dx.tile", 1, C::Movement, 1, kGrad},
+      // Creation and random: arange is start + i * step in f64, rounded once.
+      {"dx.arange", 0, C::BasicArith},              {"dx.uniform", 0, C::Random},
+      {"dx.normal", 0, C::Random},                  {"dx.dropout", 1, C::Random, 2, kGrad},
   };
   return rules;
 }
@@ -110,8 +130,62 @@ DType output_dtype(const std::string& op, DType dtype) {
 std::vector<DType> expected_signature(const std::string& op, DType dtype) {
   const OpRule* rule = find_op_rule(op);
   if (!rule) return {};
-  std::vector<DType> sig(static_cast<size_t>(rule->inputs), dtype);
-  sig.push_back(output_dtype(op, dtype));
+  const Signature s = default_signature(op, dtype);
+  std::vector<DType> sig = s.inputs;
+  sig.insert(sig.end(), s.outputs.begin(), s.outputs.end());
+  return sig;
+}
+
+Signature default_signature(const std::string& op, DType key, int outputs) {
+  Signature s;
+  const OpRule* rule = find_op_rule(op);
+  if (!rule) return s;
+  const int n_in = rule->inputs < 0 ? 1 : rule->inputs;
+  s.inputs.assign(static_cast<size_t>(n_in), key);
+  if (op == "dx.embedding" || op == "dx.index_select" || op == "dx.gather" || op == "dx.cross_entropy" ||
+      op == "dx.scatter_add")
+    s.inputs[1] = DType::I64;
+  const int n_out = rule->outputs < 0 ? std::max(outputs, 1) : rule->outputs;
+  s.outputs.assign(static_cast<size_t>(n_out), output_dtype(op, key));
+  if (op == "dx.dropout") s.outputs[1] = DType::Bool;
+  return s;
+}
+
+Signature widened_to_f64(const Signature& sig) {
+  Signature w = sig;
+  for (auto& d : w.inputs) if (is_float(d)) d = DType::F64;
+  for (auto& d : w.outputs) if (is_float(d)) d = DType::F64;
+  return w;
+}
+
+std::string format_signature(const Signature& sig) {
+  std::string s;
+  for (size_t i = 0; i < sig.inputs.size(); ++i) s += (i ? ":" : "") + std::string(name(sig.inputs[i]));
+  s += "->";
+  for (size_t i = 0; i < sig.outputs.size(); ++i) s += (i ? ":" : "") + std::string(name(sig.outputs[i]));
+  return s;
+}
+
+std::optional<Signature> parse_signature(std::string_view text) {
+  const size_t arrow = text.find("->");
+  if (arrow == std::string_view::npos) return std::nullopt;
+  Signature sig;
+  auto parse_list = [](std::string_view list, std::vector<DType>& out) {
+    size_t start = 0;
+    if (list.empty()) return true;
+    while (start <= list.size()) {
+      size_t colon = list.find(':', start);
+      if (colon == std::string_view::npos) colon = list.size();
+      auto d = dtype_from_name(list.substr(start, colon - start));
+      if (!d) return false;
+      out.push_back(*d);
+      start = colon + 1;
+    }
+    return true;
+  };
+  if (!parse_list(text.substr(0, arrow), sig.inputs) || !parse_list(text.substr(arrow + 2), sig.outputs) ||
+      sig.outputs.empty())
+    return std::nullopt;
   return sig;
 }
 
@@ -430,6 +504,349 @@ std::vector<double> abs_term_sums(const std::string& op, const std::vector<Shape
     }
   }
   return sums;
+}
+
+namespace {
+
+std::optional<std::vector<int64_t>> i64_list(const std::vector<Attr>& attrs, const char* name) {
+  const Attr* a = find_attr(attrs, name);
+  if (!a) return std::nullopt;
+  if (a->value.kind == AttrValue::Kind::I64) return std::vector<int64_t>{a->value.i64};
+  if (a->value.kind == AttrValue::Kind::I64Array) return a->value.i64s;
+  return std::vector<int64_t>{};  // wrong kind: let the kernels refuse it
+}
+
+int64_t i64_attr(const std::vector<Attr>& attrs, const char* name, int64_t fallback) {
+  const Attr* a = find_attr(attrs, name);
+  return a && a->value.kind == AttrValue::Kind::I64 ? a->value.i64 : fallback;
+}
+
+// An axis attribute normalised against `rank`, or -1 when out of range.
+int64_t norm_axis(int64_t axis, int64_t rank) {
+  const int64_t a = axis < 0 ? axis + rank : axis;
+  return a < 0 || a >= rank ? -1 : a;
+}
+
+struct Pair2 {
+  int64_t h = 0, w = 0;
+  bool ok = true;
+};
+Pair2 pair_attr(const std::vector<Attr>& attrs, const char* name, Pair2 fallback, int64_t min_value) {
+  Pair2 p = fallback;
+  if (auto v = i64_list(attrs, name)) {
+    if (v->size() == 1) p = {(*v)[0], (*v)[0]};
+    else if (v->size() == 2) p = {(*v)[0], (*v)[1]};
+    else p.ok = false;
+  }
+  if (p.h < min_value || p.w < min_value) p.ok = false;
+  return p;
+}
+
+int64_t out_extent(int64_t in, int64_t pad, int64_t dilation, int64_t kernel, int64_t stride) {
+  const int64_t span = in + 2 * pad - dilation * (kernel - 1) - 1;
+  return span < 0 ? -1 : span / stride + 1;
+}
+
+}  // namespace
+
+std::vector<int> mutated_inputs(const std::string& op, const std::vector<Shape>& shapes, const std::vector<Attr>& attrs) {
+  std::vector<int> m;
+  if (op == "dx.batch_norm" && attr_bool(attrs, "training"))
+    for (int i : {3, 4})
+      if (static_cast<size_t>(i) < shapes.size() && !is_absent(shapes[static_cast<size_t>(i)])) m.push_back(i);
+  return m;
+}
+
+int64_t index_limit(const std::string& op, int input, const std::vector<Shape>& shapes, const std::vector<Attr>& attrs) {
+  if (input != 1 || shapes.size() < 2 || is_absent(shapes[0])) return -1;
+  const Shape& x = shapes[0];
+  const int64_t rank = static_cast<int64_t>(x.size());
+  if (op == "dx.embedding") return rank == 2 ? x[0] : -1;
+  if (op == "dx.cross_entropy") return rank >= 1 ? x[static_cast<size_t>(rank - 1)] : -1;
+  if (op == "dx.index_select" || op == "dx.gather" || op == "dx.scatter_add") {
+    const int64_t axis = norm_axis(i64_attr(attrs, "axis", 0), rank);
+    return axis < 0 ? -1 : x[static_cast<size_t>(axis)];
+  }
+  return -1;
+}
+
+int64_t accumulation_length(const std::string& op, const std::vector<Shape>& shapes, const std::vector<Attr>& attrs) {
+  int64_t k = 1;
+  if (shapes.empty() || is_absent(shapes[0])) return k;
+  const Shape& x = shapes[0];
+  if (op == "dx.sum" || op == "dx.mean" || op == "dx.prod") {
+    std::string error;
+    if (auto axes = reduce_axes(x, attrs, error))
+      for (int a : *axes) k *= x[static_cast<size_t>(a)];
+  } else if (op == "dx.matmul" && shapes.size() >= 2) {
+    std::string error;
+    if (auto g = matmul_geometry(x, shapes[1], attr_bool(attrs, "transpose_a"), attr_bool(attrs, "transpose_b"), error))
+      k = g->k;
+  } else if (op == "dx.linear" && !x.empty()) {
+    k = x.back() + 1;  // the bias is one more term
+  } else if (op == "dx.conv2d" && shapes.size() >= 2 && shapes[1].size() == 4) {
+    k = shapes[1][1] * shapes[1][2] * shapes[1][3] + 1;
+  } else if (op == "dx.avg_pool2d") {
+    const Pair2 kern = pair_attr(attrs, "kernel", {1, 1}, 1);
+    k = kern.h * kern.w;
+  } else if (op == "dx.scatter_add" && shapes.size() >= 2) {
+    k = std::max<int64_t>(numel(shapes[1]), 0) + 1;
+  }
+  return std::max<int64_t>(k, 1);
+}
+
+OutputsResult output_specs(const std::string& op, const std::vector<Shape>& shapes, const Signature& sig,
+                           const std::vector<Attr>& attrs, const std::vector<Shape>& outshapes) {
+  OutputsResult r;
+  const OpRule* rule = find_op_rule(op);
+  if (!rule) {
+    r.error = "no shape rule for " + op;
+    return r;
+  }
+  const DType key = sig.inputs.empty() ? (sig.outputs.empty() ? DType::F32 : sig.outputs[0]) : sig.inputs[0];
+  auto out = [&](std::vector<Shape> list) {
+    for (size_t i = 0; i < list.size(); ++i)
+      r.outputs.push_back(OutputSpec{list[i], i < sig.outputs.size() ? sig.outputs[i] : key});
+  };
+  auto present = [&](size_t i) { return i < shapes.size() && !is_absent(shapes[i]); };
+  const Shape none;
+  const Shape& x = present(0) ? shapes[0] : none;
+  const int64_t rank = static_cast<int64_t>(x.size());
+
+  if (op == "dx.arange" || op == "dx.uniform" || op == "dx.normal") {
+    out({shapes.at(0)});
+  } else if (op == "dx.dropout") {
+    out({x, x});
+  } else if (op == "dx.log_softmax") {
+    const Attr* a = find_attr(attrs, "axis");
+    const int64_t axis = a ? a->value.i64 : -1;
+    if (rank == 0 ? (axis != 0 && axis != -1) : (axis < -rank || axis >= rank)) r.error = "axis out of range";
+    else out({x});
+  } else if (op == "dx.linear") {
+    const Shape& w = present(1) ? shapes[1] : none;
+    if (rank < 1 || w.size() != 2 || w[1] != x.back()) r.error = "linear: x (..., in) and W (out, in) disagree";
+    else if (present(2) && (shapes[2].size() != 1 || shapes[2][0] != w[0])) r.error = "linear: bias must be (out,)";
+    else {
+      Shape y(x.begin(), x.end() - 1);
+      y.push_back(w[0]);
+      out({y});
+    }
+  } else if (op == "dx.layer_norm" || op == "dx.rms_norm") {
+    const int64_t axis = norm_axis(i64_attr(attrs, "axis", -1), rank);
+    if (axis < 0) {
+      r.error = "normalisation axis out of range";
+    } else {
+      const Shape inner(x.begin() + axis, x.end());
+      for (size_t i = 1; i < shapes.size(); ++i)
+        if (present(i) && shapes[i] != inner) r.error = "weight/bias must have the normalised shape";
+      if (r.error.empty()) {
+        Shape stats(x.begin(), x.begin() + axis);
+        stats.resize(x.size(), 1);
+        if (op == "dx.layer_norm") out({x, stats, stats});
+        else out({x});
+      }
+    }
+  } else if (op == "dx.batch_norm") {
+    if (rank < 2) {
+      r.error = "batch_norm: x must be (N, C, ...)";
+    } else {
+      for (size_t i = 1; i < 5; ++i)
+        if (present(i) && (shapes[i].size() != 1 || shapes[i][0] != x[1])) r.error = "per-channel tensors must be (C,)";
+      if (!attr_bool(attrs, "training") && (!present(3) || !present(4))) r.error = "evaluation needs running stats";
+      if (r.error.empty()) out({x});
+    }
+  } else if (op == "dx.embedding") {
+    if (rank != 2 || !present(1)) r.error = "embedding: weight must be rank 2";
+    else {
+      Shape y = shapes[1];
+      y.push_back(x[1]);
+      out({y});
+    }
+  } else if (op == "dx.cross_entropy") {
+    const Shape& l = present(1) ? shapes[1] : none;
+    const Attr* red = find_attr(attrs, "reduction");
+    const std::string reduction = red && red->value.kind == AttrValue::Kind::String ? red->value.str : "mean";
+    if (reduction != "mean" && reduction != "sum" && reduction != "none") r.error = "bad reduction";
+    else if (rank == 2 && l.size() == 1 && l[0] == x[0]) out({reduction == "none" ? Shape{x[0]} : Shape{}});
+    else if (rank == 1 && l.empty()) out({Shape{}});
+    else r.error = "cross_entropy: logits (N, C) with labels (N,) or (C,) with ()";
+  } else if (op == "dx.conv2d") {
+    const Shape& w = present(1) ? shapes[1] : none;
+    const Pair2 stride = pair_attr(attrs, "stride", {1, 1}, 1), pad = pair_attr(attrs, "padding", {0, 0}, 0),
+                dil = pair_attr(attrs, "dilation", {1, 1}, 1);
+    const int64_t groups = i64_attr(attrs, "groups", 1);
+    if (rank != 4 || w.size() != 4) r.error = "conv2d: x and w must be rank 4";
+    else if (!stride.ok || !pad.ok || !dil.ok || groups < 1) r.error = "conv2d: bad attributes";
+    else if (x[1] != w[1] * groups || w[0] % groups != 0) r.error = "conv2d: channels disagree with groups";
+    else if (present(2) && (shapes[2].size() != 1 || shapes[2][0] != w[0])) r.error = "conv2d: bias must be (C_out,)";
+    else {
+      const int64_t ho = out_extent(x[2], pad.h, dil.h, w[2], stride.h), wo = out_extent(x[3], pad.w, dil.w, w[3], stride.w);
+      if (ho < 0 || wo < 0) r.error = "conv2d: kernel larger than the padded input";
+      else out({Shape{x[0], w[0], ho, wo}});
+    }
+  } else if (op == "dx.max_pool2d" || op == "dx.avg_pool2d") {
+    const Pair2 kern = pair_attr(attrs, "kernel", {1, 1}, 1);
+    const Pair2 stride = pair_attr(attrs, "stride", kern, 1), pad = pair_attr(attrs, "padding", {0, 0}, 0);
+    if (rank != 4) r.error = "pool: x must be rank 4";
+    else if (!find_attr(attrs, "kernel") || !kern.ok || !stride.ok || !pad.ok) r.error = "pool: bad attributes";
+    else if (2 * pad.h > kern.h || 2 * pad.w > kern.w) r.error = "pool: padding must be at most half the kernel";
+    else {
+      const int64_t ho = out_extent(x[2], pad.h, 1, kern.h, stride.h), wo = out_extent(x[3], pad.w, 1, kern.w, stride.w);
+      if (ho < 0 || wo < 0) r.error = "pool: kernel larger than the padded input";
+      else out({Shape{x[0], x[1], ho, wo}});
+    }
+  } else if (op == "dx.scaled_dot_product_attention") {
+    const Shape& k = present(1) ? shapes[1] : none;
+    const Shape& v = present(2) ? shapes[2] : none;
+    const size_t rk = x.size();
+    bool ok = rk >= 2 && k.size() == rk && v.size() == rk;
+    for (size_t d = 0; ok && d + 2 < rk; ++d) ok = k[d] == x[d] && v[d] == x[d];
+    if (ok) ok = k[rk - 1] == x[rk - 1] && v[rk - 2] == k[rk - 2];
+    if (!ok) {
+      r.error = "attention: q, k, v disagree";
+    } else {
+      Shape scores(x.begin(), x.end() - 2);
+      scores.push_back(x[rk - 2]);
+      scores.push_back(k[rk - 2]);
+      if (present(3)) {
+        auto b = broadcast_shapes(shapes[3], scores);
+        if (shapes[3].size() > scores.size() || !b || *b != scores) r.error = "attention: mask does not broadcast";
+      }
+      if (r.error.empty()) {
+        Shape y(x.begin(), x.end() - 2);
+        y.push_back(x[rk - 2]);
+        y.push_back(v[rk - 1]);
+        out({y});
+      }
+    }
+  } else if (op == "dx.reshape") {
+    if (outshapes.empty()) r.error = "reshape needs outshapes=";
+    else if (numel(outshapes[0]) != numel(x)) r.error = "reshape: sizes differ";
+    else out({outshapes[0]});
+  } else if (op == "dx.broadcast_to") {
+    Shape target;
+    const auto attr_shape = i64_list(attrs, "shape");
+    if (!outshapes.empty()) target = outshapes[0];
+    else if (attr_shape) target = *attr_shape;
+    auto b = broadcast_shapes(x, target);
+    if (!b || *b != target) r.error = "broadcast_to: does not broadcast";
+    else if (attr_shape && *attr_shape != target) r.error = "broadcast_to: the shape attribute differs from the output";
+    else out({target});
+  } else if (op == "dx.concat") {
+    const int64_t axis = norm_axis(i64_attr(attrs, "axis", 0), rank);
+    if (axis < 0) {
+      r.error = "concat: axis out of range";
+    } else {
+      Shape y = x;
+      y[static_cast<size_t>(axis)] = 0;
+      for (const auto& s : shapes) {
+        bool ok = s.size() == x.size() && !is_absent(s);
+        for (size_t d = 0; ok && d < x.size(); ++d) ok = static_cast<int64_t>(d) == axis || s[d] == x[d];
+        if (!ok) r.error = "concat: shapes disagree";
+        else y[static_cast<size_t>(axis)] += s[static_cast<size_t>(axis)];
+      }
+      if (r.error.empty()) out({y});
+    }
+  } else if (op == "dx.split") {
+    const int64_t axis = norm_axis(i64_attr(attrs, "axis", 0), rank);
+    const int64_t n = static_cast<int64_t>(sig.outputs.size());
+    if (axis < 0 || n < 1) {
+      r.error = "split: axis out of range";
+    } else {
+      const int64_t dim = x[static_cast<size_t>(axis)];
+      std::vector<int64_t> sizes = i64_list(attrs, "sizes").value_or(std::vector<int64_t>{});
+      if (sizes.empty()) {
+        if (dim % n == 0) sizes.assign(static_cast<size_t>(n), dim / n);
+        else r.error = "split: not divisible";
+      }
+      int64_t total = 0;
+      for (auto v : sizes) total += v < 0 ? (r.error = "split: negative size", 0) : v;
+      if (r.error.empty() && (static_cast<int64_t>(sizes.size()) != n || total != dim)) r.error = "split: sizes do not cover the axis";
+      if (r.error.empty()) {
+        std::vector<Shape> list;
+        for (auto v : sizes) {
+          Shape y = x;
+          y[static_cast<size_t>(axis)] = v;
+          list.push_back(y);
+        }
+        out(list);
+      }
+    }
+  } else if (op == "dx.slice") {
+    const auto starts = i64_list(attrs, "starts").value_or(std::vector<int64_t>{});
+    const auto stops = i64_list(attrs, "stops").value_or(std::vector<int64_t>{});
+    const auto steps = i64_list(attrs, "steps").value_or(std::vector<int64_t>{});
+    const size_t rk = x.size();
+    if (starts.size() > rk || stops.size() > rk || steps.size() > rk) {
+      r.error = "slice: more bounds than axes";
+    } else {
+      Shape y;
+      for (size_t k = 0; k < rk && r.error.empty(); ++k) {
+        const int64_t n = x[k], step = k < steps.size() ? steps[k] : 1;
+        if (step <= 0) r.error = "slice: steps must be positive";
+        auto clamp_bound = [n](int64_t v) {
+          if (v < 0) v += n;
+          return v < 0 ? 0 : (v > n ? n : v);
+        };
+        const int64_t a = k < starts.size() ? clamp_bound(starts[k]) : 0, b = k < stops.size() ? clamp_bound(stops[k]) : n;
+        y.push_back(b > a && step > 0 ? (b - a + step - 1) / step : 0);
+      }
+      if (r.error.empty()) out({y});
+    }
+  } else if (op == "dx.index_select") {
+    const int64_t axis = norm_axis(i64_attr(attrs, "axis", 0), rank);
+    if (axis < 0) r.error = "index_select: axis out of range";
+    else if (!present(1) || shapes[1].size() != 1) r.error = "index_select: indices must be 1-D";
+    else {
+      Shape y = x;
+      y[static_cast<size_t>(axis)] = shapes[1][0];
+      out({y});
+    }
+  } else if (op == "dx.gather" || op == "dx.scatter_add") {
+    const int64_t axis = norm_axis(i64_attr(attrs, "axis", 0), rank);
+    const Shape& idx = present(1) ? shapes[1] : none;
+    bool ok = axis >= 0 && idx.size() == x.size();
+    for (size_t d = 0; ok && d < x.size(); ++d) ok = static_cast<int64_t>(d) == axis || idx[d] <= x[d];
+    if (ok && op == "dx.scatter_add") {
+      ok = present(2) && shapes[2].size() == idx.size();
+      for (size_t d = 0; ok && d < idx.size(); ++d) ok = idx[d] <= shapes[2][d];
+    }
+    if (!ok) r.error = op + ": shapes disagree";
+    else out({op == "dx.gather" ? idx : x});
+  } else if (op == "dx.pad") {
+    const auto pads = i64_list(attrs, "pads").value_or(std::vector<int64_t>{});
+    if (pads.size() != 2 * x.size()) {
+      r.error = "pad: pads needs 2 entries per axis";
+    } else {
+      Shape y;
+      for (size_t k = 0; k < x.size(); ++k) {
+        if (pads[2 * k] < 0 || pads[2 * k + 1] < 0) r.error = "pad: negative";
+        y.push_back(x[k] + pads[2 * k] + pads[2 * k + 1]);
+      }
+      if (r.error.empty()) out({y});
+    }
+  } else if (op == "dx.tile") {
+    std::vector<int64_t> reps = i64_list(attrs, "repeats").value_or(std::vector<int64_t>{});
+    for (auto v : reps)
+      if (v < 0) r.error = "tile: negative repeats";
+    if (r.error.empty()) {
+      const size_t rk = std::max(reps.size(), x.size());
+      reps.insert(reps.begin(), rk - reps.size(), 1);
+      Shape xs = x;
+      xs.insert(xs.begin(), rk - x.size(), 1);
+      Shape y;
+      for (size_t k = 0; k < rk; ++k) y.push_back(xs[k] * reps[k]);
+      out({y});
+    }
+  } else {
+    // The first op set: the single-dtype rule, with the output dtype the signature's.
+    ShapeResult one = output_spec(op, shapes, key, attrs);
+    r.error = one.error;
+    if (one.output) r.outputs.push_back(OutputSpec{one.output->shape, sig.outputs.empty() ? one.output->dtype : sig.outputs[0]});
+    // An error with a shape (an empty reduction) still reaches the kernel: keep both.
+  }
+  if (!r.error.empty() && op != "dx.max" && op != "dx.min" && op != "dx.argmax" && op != "dx.argmin") r.outputs.clear();
+  return r;
 }
 
 }  // namespace deepx::conformance

@@ -2,7 +2,9 @@
 // per-output sums of |terms| that bound an accumulating op's rounding error.
 #pragma once
 
+#include <algorithm>
 #include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -12,19 +14,22 @@
 namespace deepx::conformance {
 
 enum class OpClass {
-  Movement,        // copy, transpose, fill, where, cast: data movement / exact conversion, bit-exact
+  Movement,        // copy, transpose, fill, where, cast, reshape ... tile, embedding: bit-exact
   ExactArith,      // neg, relu, max, min, abs, sign, rounding, clamp, maximum/minimum, comparisons, logic, argmax
   BasicArith,      // add, sub, mul, div, reciprocal, sqrt: one IEEE operation per element
   Transcendental,  // exp, log, trig, tanh, erf, activations, pow
   Accumulating,    // sum, mean, prod, matmul
-  Normalising,     // softmax
+  Normalising,     // softmax, log_softmax, layer/rms/batch norm, attention, cross_entropy
+  Random,          // uniform, normal, dropout: a fixed Philox stream, bit-exact
 };
 const char* op_class_name(OpClass c);
 
 struct OpRule {
   const char* name;
-  int inputs;  // 0 for dx.fill
+  int inputs;  // 0 for dx.fill; -1 variadic (dx.concat: >= 1)
   OpClass op_class;
+  int outputs = 1;        // -1: from the kernel's signature (dx.split: 1..8)
+  bool backward = false;  // the op has a backward (F signatures)
 };
 const std::vector<OpRule>& op_rules();
 const OpRule* find_op_rule(const std::string& op);
@@ -42,6 +47,45 @@ struct ShapeResult {
 // shapes[0] is the output shape.
 ShapeResult output_spec(const std::string& op, const std::vector<Shape>& shapes, DType dtype,
                         const std::vector<Attr>& attrs);
+
+// An absent optional input is written `none` in a manifest and held as this shape.
+inline const Shape kAbsentShape{-1};
+inline bool is_absent(const Shape& s) { return s.size() == 1 && s[0] < 0; }
+
+// A kernel's dtype signature, as registered: inputs then outputs (a variadic kernel lists its
+// one input dtype, which every input of a call has).
+struct Signature {
+  std::vector<DType> inputs, outputs;
+  bool operator==(const Signature&) const = default;
+  DType input(size_t i) const { return inputs.empty() ? DType::F32 : inputs[std::min(i, inputs.size() - 1)]; }
+};
+// "bool:f32:f32->f32", "->f32" for 0-input ops, "f32->f32:bool" for two outputs.
+std::string format_signature(const Signature& sig);
+std::optional<Signature> parse_signature(std::string_view text);
+// The signature a case keyed by `key` has when the manifest names only the key dtype: every
+// input of that dtype, the op's usual output dtype(s) (`outputs` of them for dx.split).
+Signature default_signature(const std::string& op, DType key, int outputs = 1);
+// The signature with every float dtype replaced by f64 (the reference's f64 kernels).
+Signature widened_to_f64(const Signature& sig);
+
+struct OutputsResult {
+  std::vector<OutputSpec> outputs;  // empty when the call is invalid
+  std::string error;
+};
+// The general rule: inputs of `shapes` (kAbsentShape for an absent optional input) with the
+// dtypes of `sig`, attributes, the output count of the signature, and for dx.reshape and
+// dx.broadcast_to the requested output shape (`outshapes`). For 0-input ops shapes[0] is the
+// output shape.
+OutputsResult output_specs(const std::string& op, const std::vector<Shape>& shapes, const Signature& sig,
+                           const std::vector<Attr>& attrs, const std::vector<Shape>& outshapes = {});
+// Input indices a kernel may update in place (batch_norm's running stats when training); the
+// runner compares their final contents instead of requiring them unchanged.
+std::vector<int> mutated_inputs(const std::string& op, const std::vector<Shape>& shapes, const std::vector<Attr>& attrs);
+// For index inputs (embedding, index_select, gather, scatter_add, cross_entropy labels): the
+// exclusive upper bound of valid values of input `input`, or -1 when the input holds no indices.
+int64_t index_limit(const std::string& op, int input, const std::vector<Shape>& shapes, const std::vector<Attr>& attrs);
+// K, the longest accumulation of an output element (1 for non-accumulating ops).
+int64_t accumulation_length(const std::string& op, const std::vector<Shape>& shapes, const std::vector<Attr>& attrs);
 
 // The kernel signature (inputs' then output's dtypes) the suite tests for `op` keyed by
 // `dtype`: every input of that dtype; the output of the same dtype except i64 for integer

@@ -18,6 +18,13 @@
  *   dx.sum f32  claims DX_KERNEL_FLAG_DETERMINISTIC but a static call counter adds 1 ulp on
  *               every other call: FAIL on the determinism rerun;
  *   dx.max f32  skips NaN instead of propagating it: FAIL on special-tier data;
+ * and, for the backward and index checks (tests/broken_cases.txt too):
+ *   dx.tanh f32      forward right (compact tensors), backward returns dy unchanged: FAIL;
+ *   dx.maximum f32   forward and backward right for same-shape compact tensors, but the
+ *                    backward writes both gradients even when one is not wanted (a null
+ *                    output): CRASH on the "unwanted gradient" case;
+ *   dx.embedding (f32, i64) never checks its indices (it wraps them, so it reads nothing out
+ *                    of bounds): PASS in range, FAIL where the reference returns OUT_OF_RANGE;
  * and its init segfaults when DEEPX_CERTIFY_BROKEN_CRASH_IN_INIT is set.
  */
 #include <math.h>
@@ -146,6 +153,68 @@ static dx_error_t* nan_swallowing_max(const dx_kernel_call_t* call) {
   return NULL;
 }
 
+static dx_error_t* plain_tanh(const dx_kernel_call_t* call) {
+  const int64_t n = numel_of(call->outputs[0]);
+  for (int64_t i = 0; i < n; ++i) data_of(call->outputs[0])[i] = tanhf(data_of(call->inputs[0])[i]);
+  return NULL;
+}
+
+/* Backward inputs: dy, x, y; output: dx. Wrong: dx = dy (the derivative is 1 - y^2). */
+static dx_error_t* wrong_tanh_backward(const dx_kernel_call_t* call) {
+  const int64_t n = numel_of(call->inputs[0]);
+  if (call->outputs[0] == NULL) return NULL;
+  for (int64_t i = 0; i < n; ++i) data_of(call->outputs[0])[i] = data_of(call->inputs[0])[i];
+  return NULL;
+}
+
+static dx_error_t* plain_maximum(const dx_kernel_call_t* call) {
+  const int64_t n = numel_of(call->outputs[0]);
+  for (int64_t i = 0; i < n; ++i) {
+    const float a = data_of(call->inputs[0])[i], b = data_of(call->inputs[1])[i];
+    data_of(call->outputs[0])[i] = isnan(a) || isnan(b) ? NAN : (a > b ? a : b);
+  }
+  return NULL;
+}
+
+/* Backward inputs: dy, a, b, y; outputs: da, db. Writes both even when one is null. */
+static dx_error_t* careless_maximum_backward(const dx_kernel_call_t* call) {
+  const int64_t n = numel_of(call->inputs[0]);
+  for (int64_t i = 0; i < n; ++i) {
+    const float dy = data_of(call->inputs[0])[i], a = data_of(call->inputs[1])[i], b = data_of(call->inputs[2])[i];
+    const float share_a = a > b ? 1.0f : (a < b ? 0.0f : 0.5f);
+    data_of(call->outputs[0])[i] = dy * share_a;
+    data_of(call->outputs[1])[i] = dy * (1.0f - share_a);
+  }
+  return NULL;
+}
+
+static dx_error_t* unchecked_embedding(const dx_kernel_call_t* call) {
+  const DLTensor* w = call->inputs[0];
+  const DLTensor* idx = call->inputs[1];
+  const int64_t rows = w->shape[0], dim = w->shape[1], n = numel_of(idx);
+  const int64_t* ids = (const int64_t*)((const char*)idx->data + idx->byte_offset);
+  for (int64_t i = 0; i < n && rows > 0; ++i) {
+    const int64_t row = ((ids[i] % rows) + rows) % rows;
+    for (int64_t j = 0; j < dim; ++j) data_of(call->outputs[0])[i * dim + j] = data_of(w)[row * dim + j];
+  }
+  return NULL;
+}
+
+static dx_error_t* register_signature(const dx_host_t* host, dx_host_context_t* context, const char* op, int inputs,
+                                      const DLDataType* dtypes, dx_kernel_fn fn, dx_kernel_fn backward) {
+  dx_kernel_desc_t desc;
+  memset(&desc, 0, sizeof desc);
+  desc.struct_size = DX_STRUCT_SIZE(dx_kernel_desc_t, cost);
+  desc.op_name = op;
+  desc.device_type = kDLCPU;
+  desc.num_inputs = inputs;
+  desc.num_outputs = 1;
+  desc.dtypes = dtypes;
+  desc.forward = fn;
+  desc.backward = backward;
+  return host->register_kernel(context, &desc);
+}
+
 static dx_error_t* register_one(const dx_host_t* host, dx_host_context_t* context, const char* op, int inputs,
                                 dx_kernel_fn fn) {
   static const DLDataType f32[3] = {{kDLFloat, 32, 1}, {kDLFloat, 32, 1}, {kDLFloat, 32, 1}};
@@ -180,6 +249,13 @@ static dx_error_t* broken_init(const dx_host_t* host, dx_host_context_t* context
   if ((e = register_one(host, context, "dx.div", 2, aborting_div))) return e;
   if ((e = register_one(host, context, "dx.sum", 1, nondeterministic_sum))) return e;
   if ((e = register_one(host, context, "dx.max", 1, nan_swallowing_max))) return e;
+  {
+    static const DLDataType f32[3] = {{kDLFloat, 32, 1}, {kDLFloat, 32, 1}, {kDLFloat, 32, 1}};
+    static const DLDataType f32_i64[3] = {{kDLFloat, 32, 1}, {kDLInt, 64, 1}, {kDLFloat, 32, 1}};
+    if ((e = register_signature(host, context, "dx.tanh", 1, f32, plain_tanh, wrong_tanh_backward))) return e;
+    if ((e = register_signature(host, context, "dx.maximum", 2, f32, plain_maximum, careless_maximum_backward))) return e;
+    if ((e = register_signature(host, context, "dx.embedding", 2, f32_i64, unchecked_embedding, NULL))) return e;
+  }
   return NULL;
 }
 
