@@ -6,6 +6,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   libdlpack-dev doxygen libopenblas-dev
+  hipcc libamdhip64-dev rocm-device-libs
 )
 missing=()
 for p in "${packages[@]}"; do

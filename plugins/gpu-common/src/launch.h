@@ -1,0 +1,288 @@
+// The __global__ wrappers that run the DXG_HD bodies of include/deepx/gpu/ on a GPU, and the
+// host functions that launch them. The same phases run in tests/emulator.h on the CPU.
+#ifndef DEEPX_PLUGINS_GPU_COMMON_LAUNCH_H_
+#define DEEPX_PLUGINS_GPU_COMMON_LAUNCH_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "deepx/gpu/backward.h"
+#include "deepx/gpu/gemm.h"
+#include "deepx/gpu/reduce.h"
+#include "runtime.h"
+
+namespace deepx::gpu {
+
+constexpr int kElementwiseThreads = 256;
+/// Grid size cap of grid-stride loops (enough blocks to fill any current GPU several times).
+constexpr int64_t kMaxBlocks = 65535;
+
+#if defined(DXG_HOST_EMULATION)
+// ---- grid emulation: the same phases, thread by thread, barrier by barrier -------------------
+
+template <class Fn>
+void launch_for_each(gpuStream_t, const Fn& fn, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) fn(i);
+}
+template <class Fn>
+void launch_for_each(Exec&, const Fn& fn, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) fn(i);
+}
+
+template <class Fn>
+void launch_reduce(Exec&, const Fn& fn, int64_t outputs) {
+  std::vector<typename Fn::Acc> shared(kReduceThreads);
+  for (int64_t o = 0; o < outputs; ++o) {
+    for (int t = 0; t < kReduceThreads; ++t) shared[t] = fn.partial(o, t, kReduceThreads);
+    for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
+      for (int t = 0; t < kReduceThreads; ++t) tree_step(shared.data(), t, stride, fn);
+    }
+    fn.finish(o, shared[0]);
+  }
+}
+
+template <class T>
+void launch_softmax(Exec&, const SoftmaxFn<T>& fn, int64_t rows) {
+  using C = typename SoftmaxFn<T>::C;
+  std::vector<C> shared(kReduceThreads);
+  SoftmaxFn<T> maxer = fn, summer = fn;
+  maxer.summing = false;
+  summer.summing = true;
+  for (int64_t o = 0; o < rows; ++o) {
+    for (int t = 0; t < kReduceThreads; ++t) shared[t] = fn.partial_max(o, t, kReduceThreads);
+    for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
+      for (int t = 0; t < kReduceThreads; ++t) tree_step(shared.data(), t, stride, maxer);
+    }
+    const C max = shared[0];
+    for (int t = 0; t < kReduceThreads; ++t) shared[t] = fn.partial_sum(o, t, kReduceThreads, max);
+    for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
+      for (int t = 0; t < kReduceThreads; ++t) tree_step(shared.data(), t, stride, summer);
+    }
+    const C sum = shared[0];
+    for (int t = 0; t < kReduceThreads; ++t) fn.write(o, t, kReduceThreads, max, sum);
+  }
+}
+
+template <class T>
+void launch_softmax_grad(Exec&, const SoftmaxGradFn<T>& fn, int64_t rows) {
+  using C = typename SoftmaxGradFn<T>::C;
+  std::vector<C> shared(kReduceThreads);
+  SoftmaxGradFn<T> maxer = fn, summer = fn;
+  maxer.summing = false;
+  summer.summing = true;
+  auto tree = [&](const SoftmaxGradFn<T>& f) {
+    for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
+      for (int t = 0; t < kReduceThreads; ++t) tree_step(shared.data(), t, stride, f);
+    }
+    return shared[0];
+  };
+  for (int64_t o = 0; o < rows; ++o) {
+    for (int t = 0; t < kReduceThreads; ++t) shared[t] = fn.partial_max(o, t, kReduceThreads);
+    const C max = tree(maxer);
+    for (int t = 0; t < kReduceThreads; ++t) shared[t] = fn.partial_sum(o, t, kReduceThreads, max);
+    const C sum = tree(summer);
+    for (int t = 0; t < kReduceThreads; ++t) shared[t] = fn.partial_dot(o, t, kReduceThreads, max);
+    const C dot = tree(summer);
+    for (int t = 0; t < kReduceThreads; ++t) fn.write(o, t, kReduceThreads, max, sum, dot);
+  }
+}
+
+template <class T, class Out>
+void launch_gemm(Exec&, const GemmTile<T, Out>& g) {
+  using Tile = GemmTile<T, Out>;
+  const int64_t tiles_n = (g.s.n + Tile::BN - 1) / Tile::BN;
+  const int64_t tiles_m = (g.s.m + Tile::BM - 1) / Tile::BM;
+  auto sh = std::make_unique<typename Tile::Shared>();
+  std::vector<typename Tile::Registers> regs(Tile::kThreads);
+  for (int64_t batch = 0; batch < g.s.batch.count; ++batch) {
+    for (int64_t tm = 0; tm < tiles_m; ++tm) {
+      for (int64_t tn = 0; tn < tiles_n; ++tn) {
+        for (int t = 0; t < Tile::kThreads; ++t) g.clear(regs[t]);
+        for (int64_t k0 = 0; k0 < g.s.k; k0 += Tile::BK) {
+          for (int t = 0; t < Tile::kThreads; ++t) g.load(*sh, batch, tm, tn, k0, t);
+          for (int t = 0; t < Tile::kThreads; ++t) g.compute(*sh, regs[t], t);
+        }
+        for (int t = 0; t < Tile::kThreads; ++t) g.store(regs[t], batch, tm, tn, t);
+      }
+    }
+  }
+}
+
+#else
+
+template <class Fn>
+__global__ void for_each_kernel(Fn fn, int64_t n) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    fn(i);
+  }
+}
+
+/// Runs fn(i) for i in [0, n) on the call's stream.
+template <class Fn>
+void launch_for_each(gpuStream_t stream, const Fn& fn, int64_t n) {
+  if (n <= 0) return;
+  const int64_t blocks = std::min<int64_t>((n + kElementwiseThreads - 1) / kElementwiseThreads,
+                                           kMaxBlocks);
+  for_each_kernel<Fn><<<static_cast<unsigned>(blocks), kElementwiseThreads, 0, stream>>>(fn, n);
+  check(gpuGetLastError(), "kernel launch");
+}
+template <class Fn>
+void launch_for_each(Exec& exec, const Fn& fn, int64_t n) {
+  launch_for_each(exec.stream(), fn, n);
+}
+
+/// One block per output element (grid-stride over outputs): partial folds, then the tree.
+template <class Fn>
+__global__ void reduce_kernel(Fn fn, int64_t outputs) {
+  using Acc = typename Fn::Acc;
+  __shared__ Acc shared[kReduceThreads];
+  const int t = static_cast<int>(threadIdx.x);
+  for (int64_t o = blockIdx.x; o < outputs; o += gridDim.x) {
+    shared[t] = fn.partial(o, t, kReduceThreads);
+    __syncthreads();
+    for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
+      tree_step(shared, t, stride, fn);
+      __syncthreads();
+    }
+    if (t == 0) fn.finish(o, shared[0]);
+    __syncthreads();
+  }
+}
+
+template <class Fn>
+void launch_reduce(Exec& exec, const Fn& fn, int64_t outputs) {
+  if (outputs <= 0) return;
+  const int64_t blocks = std::min<int64_t>(outputs, kMaxBlocks);
+  reduce_kernel<Fn><<<static_cast<unsigned>(blocks), kReduceThreads, 0, exec.stream()>>>(fn, outputs);
+  check(gpuGetLastError(), "reduction launch");
+}
+
+/// One block per softmax row: max fold + tree, sum fold + tree, then the normalised writes.
+template <class T>
+__global__ void softmax_kernel(SoftmaxFn<T> fn, int64_t rows) {
+  using C = typename SoftmaxFn<T>::C;
+  __shared__ C shared[kReduceThreads];
+  const int t = static_cast<int>(threadIdx.x);
+  SoftmaxFn<T> maxer = fn;
+  maxer.summing = false;
+  SoftmaxFn<T> summer = fn;
+  summer.summing = true;
+  for (int64_t o = blockIdx.x; o < rows; o += gridDim.x) {
+    shared[t] = fn.partial_max(o, t, kReduceThreads);
+    __syncthreads();
+    for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
+      tree_step(shared, t, stride, maxer);
+      __syncthreads();
+    }
+    const C max = shared[0];
+    __syncthreads();
+    shared[t] = fn.partial_sum(o, t, kReduceThreads, max);
+    __syncthreads();
+    for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
+      tree_step(shared, t, stride, summer);
+      __syncthreads();
+    }
+    const C sum = shared[0];
+    fn.write(o, t, kReduceThreads, max, sum);
+    __syncthreads();
+  }
+}
+
+template <class T>
+void launch_softmax(Exec& exec, const SoftmaxFn<T>& fn, int64_t rows) {
+  if (rows <= 0) return;
+  const int64_t blocks = std::min<int64_t>(rows, kMaxBlocks);
+  softmax_kernel<T><<<static_cast<unsigned>(blocks), kReduceThreads, 0, exec.stream()>>>(fn, rows);
+  check(gpuGetLastError(), "softmax launch");
+}
+
+/// One block per softmax-gradient row: three fold + tree phases, then the writes.
+template <class T>
+__global__ void softmax_grad_kernel(SoftmaxGradFn<T> fn, int64_t rows) {
+  using C = typename SoftmaxGradFn<T>::C;
+  __shared__ C shared[kReduceThreads];
+  const int t = static_cast<int>(threadIdx.x);
+  SoftmaxGradFn<T> maxer = fn;
+  maxer.summing = false;
+  SoftmaxGradFn<T> summer = fn;
+  summer.summing = true;
+  for (int64_t o = blockIdx.x; o < rows; o += gridDim.x) {
+    shared[t] = fn.partial_max(o, t, kReduceThreads);
+    __syncthreads();
+    for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
+      tree_step(shared, t, stride, maxer);
+      __syncthreads();
+    }
+    const C max = shared[0];
+    __syncthreads();
+    shared[t] = fn.partial_sum(o, t, kReduceThreads, max);
+    __syncthreads();
+    for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
+      tree_step(shared, t, stride, summer);
+      __syncthreads();
+    }
+    const C sum = shared[0];
+    __syncthreads();
+    shared[t] = fn.partial_dot(o, t, kReduceThreads, max);
+    __syncthreads();
+    for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
+      tree_step(shared, t, stride, summer);
+      __syncthreads();
+    }
+    const C dot = shared[0];
+    fn.write(o, t, kReduceThreads, max, sum, dot);
+    __syncthreads();
+  }
+}
+
+template <class T>
+void launch_softmax_grad(Exec& exec, const SoftmaxGradFn<T>& fn, int64_t rows) {
+  if (rows <= 0) return;
+  const int64_t blocks = std::min<int64_t>(rows, kMaxBlocks);
+  softmax_grad_kernel<T><<<static_cast<unsigned>(blocks), kReduceThreads, 0, exec.stream()>>>(fn, rows);
+  check(gpuGetLastError(), "softmax gradient launch");
+}
+
+/// Tiled GEMM: grid (tiles of N, tiles of M, batches), kThreads per block.
+template <class T, class Out>
+__global__ void gemm_kernel(GemmTile<T, Out> g) {
+  using Tile = GemmTile<T, Out>;
+  __shared__ typename Tile::Shared sh;
+  typename Tile::Registers r;
+  const int t = static_cast<int>(threadIdx.x);
+  const int64_t tile_n = blockIdx.x, tile_m = blockIdx.y, batch = blockIdx.z;
+  g.clear(r);
+  for (int64_t k0 = 0; k0 < g.s.k; k0 += Tile::BK) {
+    g.load(sh, batch, tile_m, tile_n, k0, t);
+    __syncthreads();
+    g.compute(sh, r, t);
+    __syncthreads();
+  }
+  g.store(r, batch, tile_m, tile_n, t);
+}
+
+/// Launches one grid per chunk of at most 65535 batches and tile rows (grid y/z limits).
+template <class T, class Out>
+void launch_gemm(Exec& exec, const GemmTile<T, Out>& g) {
+  using Tile = GemmTile<T, Out>;
+  const int64_t tiles_n = (g.s.n + Tile::BN - 1) / Tile::BN;
+  const int64_t tiles_m = (g.s.m + Tile::BM - 1) / Tile::BM;
+  const int64_t batches = g.s.batch.count;
+  if (tiles_n == 0 || tiles_m == 0 || batches == 0) return;
+  if (tiles_n > 0x7fffffff || tiles_m > 65535 || batches > 65535) {
+    fail(DX_UNSUPPORTED, DXG_BACKEND_NAME ": matmul: problem too large for one grid");
+  }
+  const dim3 grid(static_cast<unsigned>(tiles_n), static_cast<unsigned>(tiles_m),
+                  static_cast<unsigned>(batches));
+  gemm_kernel<T, Out><<<grid, Tile::kThreads, 0, exec.stream()>>>(g);
+  check(gpuGetLastError(), "gemm launch");
+}
+
+#endif  // DXG_HOST_EMULATION
+
+}  // namespace deepx::gpu
+
+#endif  // DEEPX_PLUGINS_GPU_COMMON_LAUNCH_H_

@@ -1,0 +1,157 @@
+// Reductions (sum, mean, max, min over `axes`, with `keepdims`) and softmax. Bodies in
+// include/deepx/gpu/reduce.h; one block per output element or softmax row.
+#include <string>
+#include <vector>
+
+#include "backward_fns.h"
+#include "deepx/gpu/reduce.h"
+#include "dispatch.h"
+#include "launch.h"
+
+namespace deepx::gpu {
+namespace {
+
+/// Output dtype of a reduction: F keeps its dtype; I sums to i64, means to f64.
+DType reduce_out_type(ReduceOp op, DType in) {
+  if (dtype_is_float(in)) return in;
+  if (op == ReduceOp::Sum) return DType::I64;
+  if (op == ReduceOp::Mean) return DType::F64;
+  return in;
+}
+
+template <ReduceOp op>
+dx_error_t* reduce_forward(const dx_kernel_call_t* call) {
+  return kernel_entry(call, [&] {
+    expect_arity(call, 1, 1);
+    const View in = make_view(call->inputs[0], "input 0");
+    const View out = make_view(call->outputs[0], "output 0");
+    expect_dtype(out, reduce_out_type(op, in.dtype), "output 0");
+    expect_one_device({&in, &out});
+    const int rank = in.rank();
+    std::vector<bool> reduced(static_cast<size_t>(rank), false);
+    const dx_attr_t* axes = attr_at(call, DX_REDUCE_AXES);
+    if (axes != nullptr && axes->type != DX_ATTR_I64_ARRAY) {
+      fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": reduction: axes must be an i64 array");
+    }
+    if (axes == nullptr || axes->count == 0) {
+      reduced.assign(static_cast<size_t>(rank), true);
+    } else {
+      for (int64_t i = 0; i < axes->count; ++i) {
+        int64_t a = axes->value.i64s[i];
+        if (a < 0) a += rank;
+        if (a < 0 || a >= rank || reduced[static_cast<size_t>(a)]) {
+          fail(DX_OUT_OF_RANGE, DXG_BACKEND_NAME ": reduction: axis " + std::to_string(axes->value.i64s[i]) +
+                                    " is out of range or repeated");
+        }
+        reduced[static_cast<size_t>(a)] = true;
+      }
+    }
+    const bool keepdims = attr_bool(call, DX_REDUCE_KEEPDIMS, "keepdims", false);
+    std::vector<int64_t> expected, kept_shape, kept_in_strides, kept_out_strides;
+    std::vector<int64_t> inner_shape, inner_strides;
+    for (int d = 0; d < rank; ++d) {
+      const auto u = static_cast<size_t>(d);
+      if (reduced[u]) {
+        if (keepdims) expected.push_back(1);
+        inner_shape.push_back(in.shape[u]);
+        inner_strides.push_back(in.strides[u]);
+      } else {
+        expected.push_back(in.shape[u]);
+        kept_shape.push_back(in.shape[u]);
+        kept_in_strides.push_back(in.strides[u]);
+      }
+    }
+    if (expected != out.shape) {
+      fail(DX_SHAPE_MISMATCH, std::string(DXG_BACKEND_NAME ": reduction: output shape ") +
+                                  shape_string(out.shape) + ", expected " + shape_string(expected));
+    }
+    for (int d = 0, k = 0; d < rank; ++d) {
+      if (!reduced[static_cast<size_t>(d)]) kept_out_strides.push_back(out.strides[static_cast<size_t>(keepdims ? d : k++)]);
+    }
+    int64_t inner_count = 1;
+    for (int64_t e : inner_shape) inner_count *= e;
+    const int64_t outputs = out.count();
+    if ((op == ReduceOp::Max || op == ReduceOp::Min) && inner_count == 0 && outputs > 0) {
+      fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": max/min of an empty set");
+    }
+    Exec exec(call, out.device);
+    const Layout outer = make_layout(kept_shape, {OperandShape{kept_shape, kept_out_strides},
+                                                  OperandShape{kept_shape, kept_in_strides}});
+    const Layout inner = make_layout(inner_shape, {OperandShape{inner_shape, inner_strides}});
+    auto run = [&](auto tag) {
+      using T = tag_t<decltype(tag)>;
+      ReduceFn<T> fn{outer, inner, in.data<T>(), out.base, out.dtype, op};
+      launch_reduce(exec, fn, outputs);
+    };
+    if (dtype_is_float(in.dtype)) dispatch_float(in.dtype, run);
+    else dispatch_int(in.dtype, run);
+    exec.finish();
+  });
+}
+
+dx_error_t* softmax_forward(const dx_kernel_call_t* call) {
+  return kernel_entry(call, [&] {
+    expect_arity(call, 1, 1);
+    const View in = make_view(call->inputs[0], "input 0");
+    const View out = make_view(call->outputs[0], "output 0");
+    expect_dtype(out, in.dtype, "output 0");
+    expect_same_shape(out, in, "output 0");
+    expect_one_device({&in, &out});
+    const int rank = in.rank();
+    int64_t axis = attr_i64(call, DX_SOFTMAX_AXIS, "axis", -1);
+    const int effective_rank = rank == 0 ? 1 : rank;
+    if (axis < 0) axis += effective_rank;
+    if (axis < 0 || axis >= effective_rank) {
+      fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": softmax: axis out of range");
+    }
+    int64_t length = 1, in_stride = 0, out_stride = 0;
+    std::vector<int64_t> outer_shape, outer_in, outer_out;
+    for (int d = 0; d < rank; ++d) {
+      const auto u = static_cast<size_t>(d);
+      if (d == axis) {
+        length = in.shape[u];
+        in_stride = in.strides[u];
+        out_stride = out.strides[u];
+      } else {
+        outer_shape.push_back(in.shape[u]);
+        outer_in.push_back(in.strides[u]);
+        outer_out.push_back(out.strides[u]);
+      }
+    }
+    Exec exec(call, out.device);
+    const Layout outer = make_layout(outer_shape, {OperandShape{outer_shape, outer_out},
+                                                   OperandShape{outer_shape, outer_in}});
+    if (length > 0 && outer.count > 0) {
+      dispatch_float(in.dtype, [&](auto tag) {
+        using T = tag_t<decltype(tag)>;
+        SoftmaxFn<T> fn{outer, length, in_stride, out_stride, in.data<T>(), out.data<T>()};
+        launch_softmax(exec, fn, outer.count);
+      });
+    }
+    exec.finish();
+  });
+}
+
+}  // namespace
+
+void register_reduction_kernels(Registrar& r) {
+  const std::pair<const char*, dx_kernel_fn> ops[] = {
+      {"dx.sum", &reduce_forward<ReduceOp::Sum>},
+      {"dx.mean", &reduce_forward<ReduceOp::Mean>},
+      {"dx.max", &reduce_forward<ReduceOp::Max>},
+      {"dx.min", &reduce_forward<ReduceOp::Min>},
+  };
+  const ReduceOp codes[] = {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::Min};
+  const dx_kernel_fn backward[] = {sum_backward_fn(), mean_backward_fn(), nullptr, nullptr};
+  for (int i = 0; i < 4; ++i) {
+    for (DType d : float_types()) r.add(ops[i].first, 1, 1, {d, d}, ops[i].second, kDeterministic, backward[i]);
+    for (DType d : int_types()) {
+      r.add(ops[i].first, 1, 1, {d, reduce_out_type(codes[i], d)}, ops[i].second, kDeterministic);
+    }
+  }
+  for (DType d : float_types()) {
+    r.add("dx.softmax", 1, 1, {d, d}, &softmax_forward, kDeterministic, softmax_backward_fn());
+  }
+}
+
+}  // namespace deepx::gpu
