@@ -23,8 +23,13 @@ run: build
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
 
+# Host dispatch overhead, then every op of the performance table against its ceiling and
+# PyTorch (docs/performance.md); the table is also written as markdown to build/<preset>/bench/.
 bench: build
+	@bash .ci/install-bench-deps.sh
 	@$(BUILD_DIR)/bin/deepx-bench-dispatch
+	@mkdir -p $(BUILD_DIR)/bench
+	@$(BUILD_DIR)/bin/deepx-bench-ops --markdown=$(BUILD_DIR)/bench/performance.md
 
 install: build
 	@cmake --install $(BUILD_DIR) --prefix $(or $(PREFIX),/usr/local)
