@@ -18,6 +18,7 @@ build: configure
 run: build
 	@$(BUILD_DIR)/bin/deepx certify cpu --out $(BUILD_DIR)/certification
 	@$(BUILD_DIR)/bin/deepx-example-mlp
+	@$(BUILD_DIR)/bin/deepx-example-train
 
 # Every test: unit tests, fixture tests, the CPU plugin's certification, the docs warning check.
 test: build

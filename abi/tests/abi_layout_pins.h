@@ -150,5 +150,16 @@
   DX_PIN(dx_invoke_options_t, struct_size, 0) \
   DX_PIN(dx_invoke_options_t, flags, 8) \
   DX_PIN(dx_invoke_options_t, plugin_index, 16) \
+  DX_PIN(dx_safetensors_save_options_t, struct_size, 0) \
+  DX_PIN(dx_safetensors_save_options_t, metadata_count, 8) \
+  DX_PIN(dx_safetensors_save_options_t, metadata_keys, 16) \
+  DX_PIN(dx_safetensors_save_options_t, metadata_values, 24) \
+  DX_PIN(dx_safetensors_tensor_info_t, struct_size, 0) \
+  DX_PIN(dx_safetensors_tensor_info_t, name, 8) \
+  DX_PIN(dx_safetensors_tensor_info_t, dtype, 16) \
+  DX_PIN(dx_safetensors_tensor_info_t, ndim, 20) \
+  DX_PIN(dx_safetensors_tensor_info_t, shape, 24) \
+  DX_PIN(dx_safetensors_tensor_info_t, data_offset, 32) \
+  DX_PIN(dx_safetensors_tensor_info_t, byte_size, 40) \
   /* end */
 #endif
