@@ -276,7 +276,11 @@ void max_pool2d(const Call& call) {
   const Tensor y = view(call.outputs[0], "output 0");
   expect_output_shape(y, p.out_shape);
   for_each_window(p, [&](std::span<const std::int64_t> o, const std::vector<std::vector<std::int64_t>>& members) {
-    store_float(y.dtype, y.at(o), load_float(p.x.dtype, p.x.at(members[window_argmax(p.x, members)])));
+    // A window of padding alone (an empty input dim with padding = kernel / 2) has no
+    // maximum: NaN, as the mean of an empty window is (0 / 0).
+    store_float(y.dtype, y.at(o),
+                members.empty() ? std::numeric_limits<double>::quiet_NaN()
+                                : load_float(p.x.dtype, p.x.at(members[window_argmax(p.x, members)])));
   });
 }
 
@@ -288,6 +292,7 @@ void max_pool2d_backward(const Call& call) {
   if (!dx) return;
   GradBuffer gx(p.x.shape);
   for_each_window(p, [&](std::span<const std::int64_t> o, const std::vector<std::vector<std::int64_t>>& members) {
+    if (members.empty()) return;  // a window of padding alone reads no input
     GradBuffer::add(gx.view.at(members[window_argmax(p.x, members)]), load_float(dy.dtype, dy.at(o)));
   });
   gx.store(*dx);

@@ -68,6 +68,16 @@ TEST_F(Conv, Pooling) {
   EXPECT_EQ(ref.call("dx.max_pool2d", {&x}, {&y}, {}).code, DX_INVALID_ARGUMENT);  // kernel required
   EXPECT_EQ(ref.call("dx.max_pool2d", {&x}, {&y}, {attr_i64("kernel", 2), attr_i64("stride", 1), attr_i64("padding", 2)}).code, DX_INVALID_ARGUMENT);
 
+  // An empty input row with padding = kernel / 2: every window is padding alone. Max and mean
+  // of nothing are NaN; the backward reads no input.
+  TestTensor e(DType::kF64, {1, 1, 0, 2});
+  TestTensor ey(DType::kF64, {1, 1, 1, 2});
+  for (const char* op : {"dx.max_pool2d", "dx.avg_pool2d"}) {
+    ASSERT_TRUE(ref.call(op, {&e}, {&ey}, {attr_i64s("kernel", {2, 1}), attr_i64s("stride", {1, 1}),
+                                           attr_i64s("padding", {1, 0})}).ok()) << op;
+    for (double v : ey.values()) EXPECT_TRUE(std::isnan(v)) << op;
+  }
+
   // Distinct values (a shuffled ladder) so max windows have no ties.
   TestTensor d(DType::kF64, {2, 2, 5, 5});
   std::vector<double> ladder;
