@@ -151,7 +151,9 @@ dx_status_t CheckShapes(const Op& op, const DLTensor* const* in, int32_t nin,
       if (s->rule == ShapeRule::kSoftmax) {
         const dx_attr_t* a = Slot(attrs, nattrs, DX_SOFTMAX_AXIS);
         int64_t axis = a ? a->value.i64 : -1;
-        if (x->ndim == 0 || axis < -x->ndim || axis >= x->ndim) {
+        // A rank-0 tensor is one line of one element: axis 0 and -1 are valid (PyTorch).
+        const int64_t rank = x->ndim == 0 ? 1 : x->ndim;
+        if (axis < -rank || axis >= rank) {
           return Failf(DX_OUT_OF_RANGE, "%s: axis %lld out of range for rank %d", s->name,
                        static_cast<long long>(axis), x->ndim);
         }

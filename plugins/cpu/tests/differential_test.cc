@@ -19,6 +19,21 @@ TEST(Differential, ForwardAgreesWithTheReference) {
                "transpose i16");
 }
 
+TEST(Differential, SoftmaxOfARankZeroTensorIsOne) {
+  // A rank-0 tensor is one line of one element; axis 0 and -1 are valid there (PyTorch).
+  Differential diff;
+  for (int64_t axis : {0, -1}) {
+    const Result r = diff.run("dx.softmax", {In::of(DX_DTYPE_F32, {}, {3.5})}, {Out(DX_DTYPE_F32, {})},
+                              Attrs().i64("axis", axis));
+    expect_equal(r, "softmax rank 0");
+    ASSERT_EQ(r.cpu.outputs.size(), 1u);
+    EXPECT_EQ(r.cpu.outputs[0], std::vector<double>{1.0});
+  }
+  expect_same_error(diff.run("dx.softmax", {In::of(DX_DTYPE_F32, {}, {3.5})}, {Out(DX_DTYPE_F32, {})},
+                             Attrs().i64("axis", 1)),
+                    "softmax rank 0, axis 1");
+}
+
 TEST(Differential, BothRefuseAShapeMismatch) {
   Differential diff;
   expect_same_error(diff.run("dx.matmul", {In::random(DX_DTYPE_F32, {2, 3}), In::random(DX_DTYPE_F32, {4, 5})},
