@@ -4,7 +4,9 @@
 #include <cstring>
 
 #include "fast_math.h"
+#include "grad.h"
 #include "kernels.h"
+#include "movement_util.h"
 #include "strided.h"
 
 namespace deepx::cpu {
@@ -304,26 +306,7 @@ dx_error_t* transpose_kernel(const dx_kernel_call_t* call) noexcept {
     expect_dtype(out, dtype_of<T>(), "output 0");
     const int rank = in.rank;
     int64_t perm[kMaxRank];
-    const dx_attr_t* a = attr_at(call, DX_TRANSPOSE_PERM);
-    if (a == nullptr) {
-      for (int d = 0; d < rank; ++d) perm[d] = rank - 1 - d;
-    } else {
-      if (a->type != DX_ATTR_I64_ARRAY) fail(DX_INVALID_ARGUMENT, "cpu: perm must be an i64 array");
-      if (a->count != rank || (rank > 0 && a->value.i64s == nullptr)) {
-        fail(DX_INVALID_ARGUMENT, "cpu: perm has " + std::to_string(a->count) +
-                                      " entries for a tensor of rank " + std::to_string(rank));
-      }
-      bool seen[kMaxRank] = {};
-      for (int d = 0; d < rank; ++d) {
-        int64_t p = a->value.i64s[d];
-        if (p < 0) p += rank;
-        if (p < 0 || p >= rank || seen[p]) {
-          fail(DX_INVALID_ARGUMENT, "cpu: perm is not a permutation of the axes");
-        }
-        seen[p] = true;
-        perm[d] = p;
-      }
-    }
+    transpose_perm(call, rank, perm);
     View permuted = in;
     for (int d = 0; d < rank; ++d) {
       permuted.shape[d] = in.shape[perm[d]];
@@ -335,43 +318,34 @@ dx_error_t* transpose_kernel(const dx_kernel_call_t* call) noexcept {
   });
 }
 
-// ---- fill -----------------------------------------------------------------------------------
+}  // namespace
 
-template <class T>
-T integer_from_double(double d) {
-  if (d != d) return T(0);
-  constexpr T lo = std::numeric_limits<T>::min();
-  constexpr T hi = std::numeric_limits<T>::max();
-  if (d <= static_cast<double>(lo)) return lo;
-  if (d >= static_cast<double>(hi)) return hi;  // (double)hi may round up: >= catches it
-  return static_cast<T>(d);                     // truncates toward zero
-}
-
-template <class T>
-T fill_value(const dx_attr_t* a) {
-  if (a == nullptr) return T{};
-  if (a->type == DX_ATTR_I64 || a->type == DX_ATTR_BOOL) {
-    const int64_t v = a->value.i64;
-    if constexpr (std::is_same_v<T, Bool>) return Bool{static_cast<uint8_t>(v != 0)};
-    else if constexpr (std::is_same_v<T, Half>) return Half{double_to_half(static_cast<double>(v))};
-    else if constexpr (std::is_same_v<T, BFloat16>) {
-      return BFloat16{double_to_bfloat16(static_cast<double>(v))};
-    } else if constexpr (std::is_floating_point_v<T>) {
-      return static_cast<T>(v);
-    } else {
-      return static_cast<T>(static_cast<std::make_unsigned_t<T>>(static_cast<uint64_t>(v)));
+void transpose_perm(const dx_kernel_call_t* call, int rank, int64_t* perm) {
+  const dx_attr_t* a = attr_at(call, DX_TRANSPOSE_PERM);
+  if (a == nullptr) {
+    for (int d = 0; d < rank; ++d) perm[d] = rank - 1 - d;
+    return;
+  }
+  if (a->type != DX_ATTR_I64_ARRAY) fail(DX_INVALID_ARGUMENT, "cpu: perm must be an i64 array");
+  if (a->count != rank || (rank > 0 && a->value.i64s == nullptr)) {
+    fail(DX_INVALID_ARGUMENT, "cpu: perm has " + std::to_string(a->count) +
+                                  " entries for a tensor of rank " + std::to_string(rank));
+  }
+  bool seen[kMaxRank] = {};
+  for (int d = 0; d < rank; ++d) {
+    int64_t p = a->value.i64s[d];
+    if (p < 0) p += rank;
+    if (p < 0 || p >= rank || seen[p]) {
+      fail(DX_INVALID_ARGUMENT, "cpu: perm is not a permutation of the axes");
     }
+    seen[p] = true;
+    perm[d] = p;
   }
-  if (a->type == DX_ATTR_F64) {
-    const double v = a->value.f64;
-    if constexpr (std::is_same_v<T, Bool>) return Bool{static_cast<uint8_t>(v != 0)};
-    else if constexpr (std::is_same_v<T, Half>) return Half{double_to_half(v)};
-    else if constexpr (std::is_same_v<T, BFloat16>) return BFloat16{double_to_bfloat16(v)};
-    else if constexpr (std::is_floating_point_v<T>) return static_cast<T>(v);
-    else return integer_from_double<T>(v);
-  }
-  fail(DX_INVALID_ARGUMENT, "cpu: fill value must be an i64, bool or f64 attribute");
 }
+
+namespace {
+
+// ---- fill -----------------------------------------------------------------------------------
 
 template <class T>
 dx_error_t* fill_kernel(const dx_kernel_call_t* call) noexcept {
@@ -379,7 +353,10 @@ dx_error_t* fill_kernel(const dx_kernel_call_t* call) noexcept {
     expect_arity(call, 0, 1);
     const View out = make_view(call->outputs[0], "output 0");
     expect_dtype(out, dtype_of<T>(), "output 0");
-    const T typed = fill_value<T>(attr_at(call, DX_FILL_VALUE));
+    // The value conversion dx.pad shares: i64 rounded once (via round-to-odd) to f16/bf16,
+    // f64 truncated and saturated to integers, NaN -> 0, bool = value != 0.
+    T typed;
+    movement::encode_value(attr_at(call, DX_FILL_VALUE), dtype_of<T>(), &typed);
     if (out.count() == 0) return;
     using R = RawT<sizeof(T)>;
     R value;
@@ -414,25 +391,34 @@ constexpr dx_kernel_flags_t kElementwiseFlags =
 template <class T>
 void add_arithmetic(Registrar& r) {
   constexpr DLDataType t = dtype_of<T>();
-  r.add("dx.add", 2, 1, {t, t, t}, &binary_kernel<T, AddOp>, kElementwiseFlags);
-  r.add("dx.sub", 2, 1, {t, t, t}, &binary_kernel<T, SubOp>, kElementwiseFlags);
-  r.add("dx.mul", 2, 1, {t, t, t}, &binary_kernel<T, MulOp>, kElementwiseFlags);
-  r.add("dx.div", 2, 1, {t, t, t}, &binary_kernel<T, DivOp>, kElementwiseFlags);
-  r.add("dx.neg", 1, 1, {t, t}, &unary_kernel<T, NegOp>, kElementwiseFlags);
+  r.add("dx.add", 2, 1, {t, t, t}, &binary_kernel<T, AddOp>, kElementwiseFlags,
+        elementwise_backward("dx.add", t));
+  r.add("dx.sub", 2, 1, {t, t, t}, &binary_kernel<T, SubOp>, kElementwiseFlags,
+        elementwise_backward("dx.sub", t));
+  r.add("dx.mul", 2, 1, {t, t, t}, &binary_kernel<T, MulOp>, kElementwiseFlags,
+        elementwise_backward("dx.mul", t));
+  r.add("dx.div", 2, 1, {t, t, t}, &binary_kernel<T, DivOp>, kElementwiseFlags,
+        elementwise_backward("dx.div", t));
+  r.add("dx.neg", 1, 1, {t, t}, &unary_kernel<T, NegOp>, kElementwiseFlags,
+        elementwise_backward("dx.neg", t));
 }
 
 template <class T>
 void add_float_unary(Registrar& r) {
   constexpr DLDataType t = dtype_of<T>();
-  r.add("dx.exp", 1, 1, {t, t}, &unary_kernel<T, ExpOp>, kElementwiseFlags);
-  r.add("dx.relu", 1, 1, {t, t}, &unary_kernel<T, ReluOp>, kElementwiseFlags);
+  r.add("dx.exp", 1, 1, {t, t}, &unary_kernel<T, ExpOp>, kElementwiseFlags,
+        elementwise_backward("dx.exp", t));
+  r.add("dx.relu", 1, 1, {t, t}, &unary_kernel<T, ReluOp>, kElementwiseFlags,
+        elementwise_backward("dx.relu", t));
 }
 
 template <class T>
 void add_data_movement(Registrar& r) {
   constexpr DLDataType t = dtype_of<T>();
-  r.add("dx.copy", 1, 1, {t, t}, &copy_kernel<T>, kElementwiseFlags);
-  r.add("dx.transpose", 1, 1, {t, t}, &transpose_kernel<T>, DX_KERNEL_FLAG_DETERMINISTIC);
+  r.add("dx.copy", 1, 1, {t, t}, &copy_kernel<T>, kElementwiseFlags,
+        elementwise_backward("dx.copy", t));
+  r.add("dx.transpose", 1, 1, {t, t}, &transpose_kernel<T>, DX_KERNEL_FLAG_DETERMINISTIC,
+        elementwise_backward("dx.transpose", t));
   r.add("dx.fill", 0, 1, {t}, &fill_kernel<T>, DX_KERNEL_FLAG_DETERMINISTIC);
 }
 

@@ -14,6 +14,7 @@
 #include <climits>
 #include <vector>
 
+#include "grad.h"
 #include "kernels.h"
 #include "strided.h"
 
@@ -56,17 +57,19 @@ BlasLayout blas_layout(const Matrix<T>& m) {
   return l;
 }
 
+/// C = A B + beta C (beta 0 or 1).
 inline void gemm_call(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                      const float* b, int64_t ldb, float* c, int64_t ldc) {
+                      const float* b, int64_t ldb, float* c, int64_t ldc, float beta = 0.0f) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
               static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), 0.0f, c, static_cast<int>(ldc));
+              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
 }
 inline void gemm_call(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a,
-                      int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc) {
+                      int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc,
+                      double beta = 0.0) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
               static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), 0.0, c, static_cast<int>(ldc));
+              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
 }
 
 /// Copies a matrix view (storage type S) into a compact row-major buffer of compute type F.
@@ -268,6 +271,223 @@ dx_error_t* matmul_kernel(const dx_kernel_call_t* call) noexcept {
   });
 }
 
+// ---- backward ---------------------------------------------------------------------------------
+// (dy, a, b, y) -> (da, db) with A' = a (transposed when transpose_a), B' likewise:
+// dA' = dC B'^T and dB' = A'^T dC per batch, summed over the batches where the operand was
+// broadcast, written through the gradient's own (equally transposed) view. Every product is one
+// gemm on the caller's memory where the strides allow; the batches of one gradient element
+// accumulate with beta = 1 in the gradient itself (f32/f64 with a BLAS-compatible layout) or in
+// a compact f32/f64 buffer rounded once at the end (f16/bf16, other layouts).
+
+/// C (row-major, leading dim ldc, compute type F) = A B + (accumulate ? C : 0).
+template <class F, class S>
+void gemm_accumulate(Matrix<const S> a, Matrix<const S> b, F* c, int64_t ldc, bool accumulate,
+                     GemmScratch<F>& scratch) {
+  const int64_t m = a.rows, n = b.cols, k = a.cols;
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    if (!accumulate) {
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = F(0);
+      }
+    }
+    return;
+  }
+  constexpr bool kDirect = std::is_same_v<F, S>;
+  BlasLayout la, lb;
+  if constexpr (kDirect) {
+    la = blas_layout(a);
+    lb = blas_layout(b);
+  }
+  const F* pa;
+  const F* pb;
+  if (la.usable) {
+    pa = reinterpret_cast<const F*>(a.base);
+  } else {
+    pack<F>(a, scratch.a);
+    pa = scratch.a.data();
+    la = {true, false, std::max<int64_t>(1, k)};
+  }
+  if (lb.usable) {
+    pb = reinterpret_cast<const F*>(b.base);
+  } else {
+    pack<F>(b, scratch.b);
+    pb = scratch.b.data();
+    lb = {true, false, std::max<int64_t>(1, n)};
+  }
+  gemm_call(la.transposed, lb.transposed, m, n, k, pa, la.ld, pb, lb.ld, c, ldc, F(accumulate ? 1 : 0));
+}
+
+template <class S>
+dx_error_t* matmul_backward_kernel(const dx_kernel_call_t* call) noexcept {
+  return guard(call->host, [&] {
+    expect_arity(call, 4, 2);
+    const View dy = make_view(call->inputs[0], "output gradient 0");
+    View a = make_view(call->inputs[1], "forward input 0");
+    View b = make_view(call->inputs[2], "forward input 1");
+    const View y = make_view(call->inputs[3], "forward output 0");
+    constexpr DLDataType t = dtype_of<S>();
+    expect_dtype(dy, t, "output gradient 0");
+    expect_dtype(a, t, "forward input 0");
+    expect_dtype(b, t, "forward input 1");
+    expect_dtype(y, t, "forward output 0");
+    if (a.rank == 0 || b.rank == 0) fail(DX_SHAPE_MISMATCH, "cpu: matmul operands must have rank >= 1");
+    const std::optional<View> va = grad_view(call, 0, t, a);
+    const std::optional<View> vb = grad_view(call, 1, t, b);
+    // The gemms read dy, a and b while they write the gradients, so a gradient that overlaps
+    // any of them goes through a temporary.
+    GradTarget ga(va, {&dy, &a, &b}, false);
+    GradTarget gb(vb, {&dy, &a, &b}, false);
+    View da = ga ? ga.view() : a, db = gb ? gb.view() : b;
+    auto swap_last = [](View& v) {
+      std::swap(v.shape[v.rank - 1], v.shape[v.rank - 2]);
+      std::swap(v.strides[v.rank - 1], v.strides[v.rank - 2]);
+    };
+    if (a.rank >= 2 && attr_bool(call, DX_MATMUL_TRANSPOSE_A, "transpose_a", false)) {
+      swap_last(a);
+      swap_last(da);
+    }
+    if (b.rank >= 2 && attr_bool(call, DX_MATMUL_TRANSPOSE_B, "transpose_b", false)) {
+      swap_last(b);
+      swap_last(db);
+    }
+    const bool a_vector = a.rank == 1, b_vector = b.rank == 1;
+    const int64_t m = a_vector ? 1 : a.shape[a.rank - 2];
+    const int64_t k = a.shape[a.rank - 1];
+    const int64_t k_b = b_vector ? b.shape[0] : b.shape[b.rank - 2];
+    const int64_t n = b_vector ? 1 : b.shape[b.rank - 1];
+    if (k != k_b) {
+      fail(DX_SHAPE_MISMATCH, "cpu: matmul inner dims differ: " + shape_string(a.shape, a.rank) +
+                                  " x " + shape_string(b.shape, b.rank));
+    }
+    const int a_batch = a_vector ? 0 : a.rank - 2, b_batch = b_vector ? 0 : b.rank - 2;
+    const int batch_rank = std::max(a_batch, b_batch);
+    int64_t expected[kMaxRank + 2];
+    // Operands: 0 dy, 1 a, 2 b, 3 da (view), 4 db (view), 5 da's compact batch index, 6 db's.
+    StridedLoop<7> batches;
+    batches.rank = batch_rank;
+    int64_t a_batches = 1, b_batches = 1;
+    for (int d = batch_rank - 1; d >= 0; --d) {
+      const int da_ = d - (batch_rank - a_batch), db_ = d - (batch_rank - b_batch);
+      const int64_t sa = da_ >= 0 ? a.shape[da_] : 1, sb = db_ >= 0 ? b.shape[db_] : 1;
+      if (sa != sb && sa != 1 && sb != 1) {
+        fail(DX_SHAPE_MISMATCH, "cpu: matmul batch dims do not broadcast: " +
+                                    shape_string(a.shape, a.rank) + " x " +
+                                    shape_string(b.shape, b.rank));
+      }
+      expected[d] = sa == 1 ? sb : sa;
+      batches.shape[d] = expected[d];
+      batches.strides[1][d] = sa != 1 ? a.strides[da_] : 0;
+      batches.strides[2][d] = sb != 1 ? b.strides[db_] : 0;
+      batches.strides[3][d] = sa != 1 ? da.strides[da_] : 0;
+      batches.strides[4][d] = sb != 1 ? db.strides[db_] : 0;
+      batches.strides[5][d] = sa != 1 ? a_batches : 0;
+      batches.strides[6][d] = sb != 1 ? b_batches : 0;
+      a_batches *= sa;
+      b_batches *= sb;
+    }
+    int expected_rank = batch_rank;
+    if (!a_vector) expected[expected_rank++] = m;
+    if (!b_vector) expected[expected_rank++] = n;
+    bool ok = dy.rank == expected_rank && y.rank == expected_rank;
+    for (int d = 0; ok && d < expected_rank; ++d) ok = dy.shape[d] == expected[d] && y.shape[d] == expected[d];
+    if (!ok) {
+      fail(DX_SHAPE_MISMATCH, "cpu: matmul output gradient shape " + shape_string(dy.shape, dy.rank) +
+                                  " should be " + shape_string(expected, expected_rank));
+    }
+    for (int d = 0; d < batch_rank; ++d) batches.strides[0][d] = dy.strides[d];
+    if (m > INT_MAX || n > INT_MAX || k > INT_MAX) {
+      fail(DX_UNSUPPORTED, "cpu: matmul dims above 2^31 - 1 are not supported");
+    }
+
+    const int64_t a_rs = a_vector ? 0 : a.strides[a.rank - 2], a_cs = a.strides[a.rank - 1];
+    const int64_t b_rs = b_vector ? b.strides[0] : b.strides[b.rank - 2];
+    const int64_t b_cs = b_vector ? 0 : b.strides[b.rank - 1];
+    const int64_t da_rs = a_vector ? 0 : da.strides[da.rank - 2], da_cs = da.strides[da.rank - 1];
+    const int64_t db_rs = b_vector ? db.strides[0] : db.strides[db.rank - 2];
+    const int64_t db_cs = b_vector ? 0 : db.strides[db.rank - 1];
+    int64_t c_rs = 0, c_cs = 0;
+    if (!a_vector && !b_vector) {
+      c_rs = dy.strides[dy.rank - 2];
+      c_cs = dy.strides[dy.rank - 1];
+    } else if (!a_vector) {
+      c_rs = dy.strides[dy.rank - 1];
+    } else if (!b_vector) {
+      c_cs = dy.strides[dy.rank - 1];
+    }
+    const S* const pdy = dy.data<const S>();
+    const S* const pa = a.data<const S>();
+    const S* const pb = b.data<const S>();
+    using F = std::conditional_t<std::is_same_v<S, double>, double, float>;
+    GemmScratch<F> scratch;
+
+    // target: 0 = da, 1 = db.
+    auto run = [&](int target) {
+      const View& g = target == 0 ? da : db;
+      if (g.count() == 0) return;
+      const int64_t rows = target == 0 ? m : k, cols = target == 0 ? k : n;
+      const int64_t rs = target == 0 ? da_rs : db_rs, cs = target == 0 ? da_cs : db_cs;
+      const int64_t count = target == 0 ? a_batches : b_batches;
+      S* const pg = g.data<S>();
+      if (batches.count() == 0) {  // no product reaches the gradient: zeros
+        map_elements<S>(g, {}, []() { return from_f64<S>(0.0); });
+        return;
+      }
+      // Direct: accumulate in the gradient itself when BLAS can address it.
+      BlasLayout layout;
+      if constexpr (std::is_same_v<F, S>) layout = blas_layout(Matrix<S>{pg, rows, cols, rs, cs});
+      std::vector<F> buffer;
+      if (!layout.usable) buffer.assign(static_cast<size_t>(count * rows * cols), F(0));
+      std::vector<unsigned char> started(static_cast<size_t>(count), 0);
+      std::vector<int64_t> where(static_cast<size_t>(count), 0);
+      auto row = [&](int64_t batch_count, const int64_t* off, const int64_t* st) {
+        for (int64_t j = 0; j < batch_count; ++j) {
+          const Matrix<const S> c_m{pdy + off[0] + j * st[0], m, n, c_rs, c_cs};
+          Matrix<const S> lhs, rhs;
+          if (target == 0) {
+            lhs = c_m;
+            rhs = Matrix<const S>{pb + off[2] + j * st[2], k, n, b_rs, b_cs}.transposed();
+          } else {
+            lhs = Matrix<const S>{pa + off[1] + j * st[1], m, k, a_rs, a_cs}.transposed();
+            rhs = c_m;
+          }
+          const int64_t index = off[5 + target] + j * st[5 + target];
+          const int64_t g_offset = off[3 + target] + j * st[3 + target];
+          const bool accumulate = started[index] != 0;
+          started[index] = 1;
+          where[index] = g_offset;
+          if (!layout.usable) {
+            gemm_accumulate<F, S>(lhs, rhs, buffer.data() + index * rows * cols,
+                                  std::max<int64_t>(1, cols), accumulate, scratch);
+          } else if constexpr (std::is_same_v<F, S>) {
+            F* c = reinterpret_cast<F*>(pg + g_offset);
+            if (layout.transposed && !(rows == 1 && cols == 1)) {
+              // Column-major gradient: G^T = rhs^T lhs^T, row-major.
+              gemm_accumulate<F, S>(rhs.transposed(), lhs.transposed(), c, layout.ld, accumulate, scratch);
+            } else {
+              gemm_accumulate<F, S>(lhs, rhs, c, layout.ld, accumulate, scratch);
+            }
+          }
+        }
+      };
+      run_range(batches, 0, batches.count(), row);
+      if (!layout.usable) {
+        for (int64_t index = 0; index < count; ++index) {
+          const F* src = buffer.data() + index * rows * cols;
+          S* dst = pg + where[index];
+          for (int64_t i = 0; i < rows; ++i) {
+            for (int64_t j = 0; j < cols; ++j) dst[i * rs + j * cs] = Num<S>::store(src[i * cols + j]);
+          }
+        }
+      }
+    };
+    if (ga) run(0);
+    if (gb) run(1);
+    ga.finish();
+    gb.finish();
+  });
+}
+
 }  // namespace
 
 void register_matmul_kernels(Registrar& r) {
@@ -276,7 +496,7 @@ void register_matmul_kernels(Registrar& r) {
   auto add_float = [&r](auto tag) {
     using T = decltype(tag);
     constexpr DLDataType t = dtype_of<T>();
-    r.add("dx.matmul", 2, 1, {t, t, t}, &matmul_kernel<T, T>, 0);
+    r.add("dx.matmul", 2, 1, {t, t, t}, &matmul_kernel<T, T>, 0, &matmul_backward_kernel<T>);
   };
   add_float(double{});
   add_float(float{});

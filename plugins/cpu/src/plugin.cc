@@ -49,6 +49,10 @@ dx_error_t* plugin_init(const dx_host_t* host, dx_host_context_t* context, void*
     register_math_kernels(registrar);
     register_reduction_kernels(registrar);
     register_matmul_kernels(registrar);
+    register_nn_kernels(registrar);
+    register_conv_attention_kernels(registrar);
+    register_movement_kernels(registrar);
+    register_random_kernels(registrar);
     host_error = registrar.take_error();
     if (host_error == nullptr) host_error = register_memory_space(host, context, state);
   });

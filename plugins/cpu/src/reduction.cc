@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fast_math.h"
+#include "grad.h"
 #include "kernels.h"
 #include "strided.h"
 
@@ -223,11 +224,10 @@ struct ReducePlan {
   int64_t inner_count = 0;
 };
 
-/// `arg`: dx.argmax/argmin, whose slot 0 is one i64 `axis` (unset = flattened; a rank-0 input
-/// accepts axis 0 and -1, as PyTorch).
-ReducePlan plan_reduction(const dx_kernel_call_t* call, const View& in, const View& out,
-                          bool arg = false) {
-  bool reduced[kMaxRank] = {};
+/// Marks the axes of `in` a reduction covers. `arg`: dx.argmax/argmin, whose slot 0 is one i64
+/// `axis` (unset = flattened; a rank-0 input accepts axis 0 and -1, as PyTorch).
+void reduced_axes(const dx_kernel_call_t* call, const View& in, bool arg, bool* reduced) {
+  for (int d = 0; d < in.rank; ++d) reduced[d] = false;
   const dx_attr_t* axes = attr_at(call, DX_REDUCE_AXES);
   if (arg && axes != nullptr) {
     if (axes->type != DX_ATTR_I64) fail(DX_INVALID_ARGUMENT, "cpu: attribute 'axis' must be an i64");
@@ -266,6 +266,13 @@ ReducePlan plan_reduction(const dx_kernel_call_t* call, const View& in, const Vi
       reduced[axis] = true;
     }
   }
+}
+
+/// The plan of a reduction of `in` into `out` (validated against the attributes).
+ReducePlan plan_reduction(const dx_kernel_call_t* call, const View& in, const View& out,
+                          bool arg = false) {
+  bool reduced[kMaxRank];
+  reduced_axes(call, in, arg, reduced);
   const bool keepdims = attr_bool(call, DX_REDUCE_KEEPDIMS, "keepdims", false);
 
   int64_t expected[kMaxRank];
@@ -493,19 +500,26 @@ void softmax_row(const T* x, int64_t sx, T* y, int64_t sy, int64_t length) {
   }
 }
 
+/// The normalised softmax axis (attr `axis`, default -1) of a rank-`rank` tensor; rank 0 acts as
+/// rank 1 (axis 0 or -1).
+int64_t softmax_axis(const dx_kernel_call_t* call, int rank) {
+  const int64_t requested = attr_i64(call, DX_SOFTMAX_AXIS, "axis", -1);
+  const int64_t rank_for_axis = rank == 0 ? 1 : rank;
+  const int64_t axis = requested < 0 ? requested + rank_for_axis : requested;
+  if (axis < 0 || axis >= rank_for_axis) {
+    fail(DX_OUT_OF_RANGE, "cpu: softmax axis " + std::to_string(requested) +
+                              " is out of range for rank " + std::to_string(rank));
+  }
+  return axis;
+}
+
 template <class T>
 dx_error_t* softmax_kernel(const dx_kernel_call_t* call) noexcept {
   return guard(call->host, [&] {
     const std::pair<View, View> views = unary_views<T, T>(call);
     const View& out = views.first;
     const View& in = views.second;
-    const int64_t requested = attr_i64(call, DX_SOFTMAX_AXIS, "axis", -1);
-    const int64_t rank_for_axis = in.rank == 0 ? 1 : in.rank;
-    const int64_t axis = requested < 0 ? requested + rank_for_axis : requested;
-    if (axis < 0 || axis >= rank_for_axis) {
-      fail(DX_OUT_OF_RANGE, "cpu: softmax axis " + std::to_string(requested) +
-                                " is out of range for rank " + std::to_string(in.rank));
-    }
+    const int64_t axis = softmax_axis(call, in.rank);
     if (in.count() == 0) return;
     int64_t length = 1, sx = 0, sy = 0;
     StridedLoop<2> outer;
@@ -533,6 +547,219 @@ dx_error_t* softmax_kernel(const dx_kernel_call_t* call) noexcept {
   });
 }
 
+// ---- backward ---------------------------------------------------------------------------------
+// (dy, x, y) -> dx with the reference's semantics (reference-kernels/src/reduce.cc, softmax.cc):
+// contributions dy * w evaluated in f64 and rounded once into dx.
+
+enum class ReduceGrad { kSum, kMean, kProd, kMax, kMin };
+
+/// dx[group member k] = dy[group] * w_k: w = 1 (sum), 1 / n (mean), the product of the other
+/// members from prefix and suffix products (prod, exact with zeros), or 1 for the first extreme
+/// member (the first NaN if any) and 0 for the others (max, min).
+template <class T, ReduceGrad Kind>
+dx_error_t* reduce_backward_kernel(const dx_kernel_call_t* call) noexcept {
+  return guard(call->host, [&] {
+    expect_arity(call, 3, 1);
+    const View dy = make_view(call->inputs[0], "output gradient 0");
+    const View x = make_view(call->inputs[1], "forward input 0");
+    const View y = make_view(call->inputs[2], "forward output 0");
+    constexpr DLDataType t = dtype_of<T>();
+    expect_dtype(dy, t, "output gradient 0");
+    expect_dtype(x, t, "forward input 0");
+    expect_dtype(y, t, "forward output 0");
+    plan_reduction(call, x, dy);  // validates the attributes and dy's shape
+    check_same_shape(y, dy);
+    const std::optional<View> dx = grad_view(call, 0, t, x);
+    if (!dx) return;
+    bool reduced[kMaxRank];
+    reduced_axes(call, x, false, reduced);
+    const bool keepdims = attr_bool(call, DX_REDUCE_KEEPDIMS, "keepdims", false);
+    // dy seen at x's rank: stride 0 along the reduced axes.
+    View dy_aligned = x;
+    dy_aligned.base = dy.base;
+    int64_t group = 1;
+    for (int d = 0, out_dim = 0; d < x.rank; ++d) {
+      if (reduced[d]) {
+        dy_aligned.strides[d] = 0;
+        group *= x.shape[d];
+        if (keepdims) ++out_dim;
+      } else {
+        dy_aligned.strides[d] = dy.strides[out_dim++];
+      }
+    }
+
+    if constexpr (Kind == ReduceGrad::kSum || Kind == ReduceGrad::kMean) {
+      GradTarget target(dx, {&dy_aligned}, /*exact_alias_ok=*/true);
+      const double w = Kind == ReduceGrad::kSum ? 1.0 : 1.0 / static_cast<double>(group);
+      write_gradient<T, T>(target.view(), x, {&dy_aligned}, [w](T g) { return to_f64(g) * w; });
+      target.finish();
+    } else {
+      // Group by group: every member of a group is read before any of its gradients is written,
+      // so dx may alias x exactly.
+      GradTarget target(dx, {&dy_aligned, &x}, /*exact_alias_ok=*/true);
+      const View& out = target.view();
+      StridedLoop<3> outer;  // dy, x, dx over the kept axes
+      StridedLoop<2> inner;  // x, dx over the reduced axes
+      for (int d = 0; d < x.rank; ++d) {
+        if (reduced[d]) {
+          inner.shape[inner.rank] = x.shape[d];
+          inner.strides[0][inner.rank] = x.strides[d];
+          inner.strides[1][inner.rank] = out.strides[d];
+          ++inner.rank;
+        } else {
+          outer.shape[outer.rank] = x.shape[d];
+          outer.strides[0][outer.rank] = dy_aligned.strides[d];
+          outer.strides[1][outer.rank] = x.strides[d];
+          outer.strides[2][outer.rank] = out.strides[d];
+          ++outer.rank;
+        }
+      }
+      outer.simplify();
+      inner.simplify();
+      const int64_t members = inner.count();
+      if (outer.count() == 0 || members == 0) return;
+      const int slots = available_threads();
+      // Prod: per thread, the group's values and their suffix products.
+      std::vector<double> scratch(Kind == ReduceGrad::kProd ? static_cast<size_t>(slots) * 2 * (members + 1) : 0);
+      const T* const px = x.data<const T>();
+      const T* const pdy = dy.data<const T>();
+      T* const pdx = out.data<T>();
+      auto one_group = [&](const T* gx, T* gdx, double g, double* values, double* suffix) {
+        if constexpr (Kind == ReduceGrad::kProd) {
+          int64_t k = 0;
+          auto collect = [&](int64_t n, const int64_t* off, const int64_t* st) {
+            for (int64_t i = 0; i < n; ++i) values[k++] = to_f64(gx[off[0] + i * st[0]]);
+          };
+          run_range(inner, 0, members, collect);
+          suffix[members] = 1.0;
+          for (int64_t j = members; j-- > 0;) suffix[j] = suffix[j + 1] * values[j];
+          double prefix = 1.0;
+          k = 0;
+          auto write = [&](int64_t n, const int64_t* off, const int64_t* st) {
+            for (int64_t i = 0; i < n; ++i, ++k) {
+              gdx[off[1] + i * st[1]] = from_f64<T>(0.0 + g * (prefix * suffix[k + 1]));
+              prefix *= values[k];
+            }
+          };
+          run_range(inner, 0, members, write);
+        } else {
+          constexpr bool kMax = Kind == ReduceGrad::kMax;
+          int64_t position = 0, best_at = 0;
+          double best = 0;
+          bool done = false;
+          auto find = [&](int64_t n, const int64_t* off, const int64_t* st) {
+            for (int64_t i = 0; i < n && !done; ++i, ++position) {
+              const double v = to_f64(gx[off[0] + i * st[0]]);
+              if (position == 0 || v != v || (kMax ? v > best : v < best)) {
+                best = v;
+                best_at = position;
+                done = v != v;
+              }
+            }
+          };
+          run_range(inner, 0, members, find);
+          const T zero = from_f64<T>(0.0 + g * 0.0);
+          int64_t k = 0;
+          auto write = [&](int64_t n, const int64_t* off, const int64_t* st) {
+            for (int64_t i = 0; i < n; ++i, ++k) gdx[off[1] + i * st[1]] = zero;
+            if (best_at >= k - n && best_at < k) {
+              gdx[off[1] + (best_at - (k - n)) * st[1]] = from_f64<T>(0.0 + g * 1.0);
+            }
+          };
+          run_range(inner, 0, members, write);
+        }
+      };
+      auto row = [&](int64_t n, const int64_t* off, const int64_t* st) {
+        const int slot = slots == 1 ? 0 : omp_get_thread_num();
+        double* values = scratch.empty() ? nullptr : scratch.data() + static_cast<size_t>(slot) * 2 * (members + 1);
+        double* suffix = values == nullptr ? nullptr : values + members + 1;
+        for (int64_t j = 0; j < n; ++j) {
+          one_group(px + off[1] + j * st[1], pdx + off[2] + j * st[2],
+                    to_f64(pdy[off[0] + j * st[0]]), values, suffix);
+        }
+      };
+      for_each_row(outer, row, members * 2);
+      target.finish();
+    }
+  });
+}
+
+/// dx = s * (dy - sum(dy * s)) along the axis, with s the softmax recomputed in f64 from x (not
+/// the rounded y), as the reference; a NaN in a line makes its gradient NaN.
+template <class T>
+dx_error_t* softmax_backward_kernel(const dx_kernel_call_t* call) noexcept {
+  return guard(call->host, [&] {
+    expect_arity(call, 3, 1);
+    const View dy = make_view(call->inputs[0], "output gradient 0");
+    const View x = make_view(call->inputs[1], "forward input 0");
+    const View y = make_view(call->inputs[2], "forward output 0");
+    constexpr DLDataType t = dtype_of<T>();
+    expect_dtype(dy, t, "output gradient 0");
+    expect_dtype(x, t, "forward input 0");
+    expect_dtype(y, t, "forward output 0");
+    check_same_shape(dy, x);
+    check_same_shape(y, x);
+    const int64_t axis = softmax_axis(call, x.rank);
+    const std::optional<View> dx = grad_view(call, 0, t, x);
+    if (!dx) return;
+    // A line is read completely before its gradient is written: dx may alias dy or x exactly.
+    GradTarget target(dx, {&dy, &x}, /*exact_alias_ok=*/true);
+    const View& out = target.view();
+    if (x.rank == 0) {
+      *out.data<T>() = from_f64<T>(0.0);  // softmax of one element is constant 1
+      target.finish();
+      return;
+    }
+    if (x.count() == 0) return;
+    const int64_t length = x.shape[axis];
+    const int64_t sdy = dy.strides[axis], sx = x.strides[axis], sdx = out.strides[axis];
+    StridedLoop<3> outer;  // dy, x, dx
+    for (int d = 0; d < x.rank; ++d) {
+      if (d == axis) continue;
+      outer.shape[outer.rank] = x.shape[d];
+      outer.strides[0][outer.rank] = dy.strides[d];
+      outer.strides[1][outer.rank] = x.strides[d];
+      outer.strides[2][outer.rank] = out.strides[d];
+      ++outer.rank;
+    }
+    outer.simplify();
+    const int slots = available_threads();
+    std::vector<double> scratch(static_cast<size_t>(slots) * 2 * length);
+    const T* const px = x.data<const T>();
+    const T* const pdy = dy.data<const T>();
+    T* const pdx = out.data<T>();
+    auto line = [&](const T* lx, const T* ldy, T* ldx, double* s, double* g) {
+      double line_max = -std::numeric_limits<double>::infinity();
+      bool has_nan = false;
+      for (int64_t i = 0; i < length; ++i) {
+        s[i] = to_f64(lx[i * sx]);
+        g[i] = to_f64(ldy[i * sdy]);
+        if (s[i] != s[i]) has_nan = true;
+        else if (s[i] > line_max) line_max = s[i];
+      }
+      double total = 0;
+      for (int64_t i = 0; i < length; ++i) {
+        s[i] = std::exp(s[i] - line_max);
+        total += s[i];
+      }
+      const double nan = std::numeric_limits<double>::quiet_NaN();
+      for (int64_t i = 0; i < length; ++i) s[i] = has_nan ? nan : s[i] / total;
+      double dot = 0;
+      for (int64_t i = 0; i < length; ++i) dot += g[i] * s[i];
+      for (int64_t i = 0; i < length; ++i) ldx[i * sdx] = from_f64<T>(0.0 + s[i] * (g[i] - dot));
+    };
+    auto row = [&](int64_t n, const int64_t* off, const int64_t* st) {
+      const int slot = slots == 1 ? 0 : omp_get_thread_num();
+      double* s = scratch.data() + static_cast<size_t>(slot) * 2 * length;
+      for (int64_t j = 0; j < n; ++j) {
+        line(px + off[1] + j * st[1], pdy + off[0] + j * st[0], pdx + off[2] + j * st[2], s, s + length);
+      }
+    };
+    for_each_row(outer, row, length * 24);
+    target.finish();
+  });
+}
+
 constexpr dx_kernel_flags_t kDeterministic = DX_KERNEL_FLAG_DETERMINISTIC;
 
 template <class T>
@@ -545,12 +772,17 @@ void add_arg(Registrar& r) {
 template <class T>
 void add_float(Registrar& r) {
   constexpr DLDataType t = dtype_of<T>();
-  r.add("dx.sum", 1, 1, {t, t}, &reduce_kernel<T, SumPolicy<T>>, kDeterministic);
-  r.add("dx.max", 1, 1, {t, t}, &reduce_kernel<T, MaxPolicy<T>>, kDeterministic);
-  r.add("dx.softmax", 1, 1, {t, t}, &softmax_kernel<T>, kDeterministic);
-  r.add("dx.min", 1, 1, {t, t}, &reduce_kernel<T, MinPolicy<T>>, kDeterministic);
-  r.add("dx.prod", 1, 1, {t, t}, &reduce_kernel<T, ProdPolicy<T>>, kDeterministic);
-  r.add("dx.mean", 1, 1, {t, t}, &reduce_kernel<T, MeanPolicy<T>>, kDeterministic);
+  r.add("dx.sum", 1, 1, {t, t}, &reduce_kernel<T, SumPolicy<T>>, kDeterministic,
+        &reduce_backward_kernel<T, ReduceGrad::kSum>);
+  r.add("dx.max", 1, 1, {t, t}, &reduce_kernel<T, MaxPolicy<T>>, kDeterministic,
+        &reduce_backward_kernel<T, ReduceGrad::kMax>);
+  r.add("dx.softmax", 1, 1, {t, t}, &softmax_kernel<T>, kDeterministic, &softmax_backward_kernel<T>);
+  r.add("dx.min", 1, 1, {t, t}, &reduce_kernel<T, MinPolicy<T>>, kDeterministic,
+        &reduce_backward_kernel<T, ReduceGrad::kMin>);
+  r.add("dx.prod", 1, 1, {t, t}, &reduce_kernel<T, ProdPolicy<T>>, kDeterministic,
+        &reduce_backward_kernel<T, ReduceGrad::kProd>);
+  r.add("dx.mean", 1, 1, {t, t}, &reduce_kernel<T, MeanPolicy<T>>, kDeterministic,
+        &reduce_backward_kernel<T, ReduceGrad::kMean>);
   add_arg<T>(r);
 }
 

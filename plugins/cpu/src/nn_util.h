@@ -1,0 +1,458 @@
+// Shared machinery of the neural-network kernels (nn.cc, nn_norm.cc): rows of a tensor split
+// at a normalisation axis, gathering a strided (or f16/bf16) row into a compute-type buffer and
+// scattering it back, accumulation in blocks, attribute readers, and a row-parallel driver
+// whose split can be fixed by the problem alone (so partial sums never depend on the thread
+// count and results are bit-identical on reruns).
+#ifndef DEEPX_PLUGINS_CPU_NN_UTIL_H_
+#define DEEPX_PLUGINS_CPU_NN_UTIL_H_
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common.h"
+#include "fast_math.h"
+#include "kernels.h"
+#include "strided.h"
+
+namespace deepx::cpu::nn {
+
+/// Registers log_softmax, layer_norm, rms_norm and batch_norm (nn_norm.cc).
+void register_norm_kernels(Registrar& r);
+
+constexpr dx_kernel_flags_t kDeterministic = DX_KERNEL_FLAG_DETERMINISTIC;
+
+// ---- element conversions ------------------------------------------------------------------------
+
+/// Compute type of T: f32 for f32/f16/bf16, f64 for f64.
+template <class T>
+using Comp = typename Num<T>::C;
+
+template <class T>
+inline double load_f64(T v) {
+  return static_cast<double>(Num<T>::load(v));
+}
+
+/// Rounds an f64 once to T (nearest even; f16/bf16 via round-to-odd f32, which is exact).
+template <class T>
+inline T store_f64(double v) {
+  if constexpr (std::is_same_v<T, double>) return v;
+  else if constexpr (std::is_same_v<T, float>) return static_cast<float>(v);
+  else if constexpr (std::is_same_v<T, Half>) return Half{double_to_half(v)};
+  else return BFloat16{double_to_bfloat16(v)};
+}
+
+template <class C>
+inline C exp_c(C v) {
+  if constexpr (std::is_same_v<C, double>) return std::exp(v);
+  else return exp_f32(v);
+}
+
+/// x[i * stride] (storage T) -> out[i] (compute type C), i < n.
+template <class T, class C>
+inline void load_run(const T* x, int64_t stride, int64_t n, C* out) {
+  if (stride == 1) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<C>(Num<T>::load(x[i]));
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<C>(Num<T>::load(x[i * stride]));
+  }
+}
+
+/// in[i] (compute type C) -> y[i * stride] rounded once to T.
+template <class T, class C>
+inline void store_run(T* y, int64_t stride, int64_t n, const C* in) {
+  if (stride == 1) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) y[i] = Num<T>::store(static_cast<Comp<T>>(in[i]));
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i * stride] = Num<T>::store(static_cast<Comp<T>>(in[i]));
+  }
+}
+
+// ---- the elements of one row (possibly several dims) ------------------------------------------
+
+/// The layout of one row of an operand: the row's dims with this operand's strides, simplified.
+/// `unit` rows are `count` consecutive elements.
+struct RowLayout {
+  StridedLoop<1> loop;
+  int64_t count = 1;
+  bool unit = true;
+};
+
+inline RowLayout row_layout(const int64_t* shape, const int64_t* strides, int rank) {
+  RowLayout l;
+  l.loop.rank = rank;
+  for (int d = 0; d < rank; ++d) {
+    l.loop.shape[d] = shape[d];
+    l.loop.strides[0][d] = strides[d];
+  }
+  l.count = l.loop.count();
+  l.loop.simplify();
+  l.unit = l.loop.rank == 0 || (l.loop.rank == 1 && l.loop.strides[0][0] == 1);
+  return l;
+}
+
+/// Copies the row at `base` into `buffer` (`l.count` compute-type elements).
+template <class T, class C>
+inline void gather_row(const T* base, const RowLayout& l, C* buffer) {
+  if (l.unit) {
+    load_run(base, 1, l.count, buffer);
+    return;
+  }
+  int64_t position = 0;
+  auto run = [&](int64_t n, const int64_t* off, const int64_t* st) {
+    load_run(base + off[0], st[0], n, buffer + position);
+    position += n;
+  };
+  run_range(l.loop, 0, l.count, run);
+}
+
+/// The row at `base` as compute-type elements: the row itself when it is unit-stride storage of
+/// the compute type, else a converted copy in `buffer`.
+template <class T, class C>
+inline const C* read_row(const T* base, const RowLayout& l, C* buffer) {
+  if constexpr (std::is_same_v<T, C>) {
+    if (l.unit) return base;
+  }
+  gather_row(base, l, buffer);
+  return buffer;
+}
+
+/// Where a row's results are computed: the row itself when possible, else `buffer`; pair with
+/// commit_row().
+template <class T, class C>
+inline C* write_row(T* base, const RowLayout& l, C* buffer) {
+  if constexpr (std::is_same_v<T, C>) {
+    if (l.unit) return base;
+  }
+  return buffer;
+}
+
+template <class T, class C>
+inline void commit_row(T* base, const RowLayout& l, const C* computed) {
+  if (static_cast<const void*>(computed) == static_cast<const void*>(base)) return;
+  if (l.unit) {
+    store_run(base, 1, l.count, computed);
+    return;
+  }
+  int64_t position = 0;
+  auto run = [&](int64_t n, const int64_t* off, const int64_t* st) {
+    store_run(base + off[0], st[0], n, computed + position);
+    position += n;
+  };
+  run_range(l.loop, 0, l.count, run);
+}
+
+/// f64 values -> the row at `base`, each rounded once to T.
+template <class T>
+inline void store_row_f64(T* base, const RowLayout& l, const double* values) {
+  int64_t position = 0;
+  auto run = [&](int64_t n, const int64_t* off, const int64_t* st) {
+    T* p = base + off[0];
+    for (int64_t i = 0; i < n; ++i) p[i * st[0]] = store_f64<T>(values[position + i]);
+    position += n;
+  };
+  run_range(l.loop, 0, l.count, run);
+}
+
+/// A run of n elements at x with stride `stride` as compute type: itself when possible, else a
+/// converted copy in `buffer`.
+template <class T, class C>
+inline const C* read_run(const T* x, int64_t stride, int64_t n, C* buffer) {
+  if constexpr (std::is_same_v<T, C>) {
+    if (stride == 1) return x;
+  }
+  load_run(x, stride, n, buffer);
+  return buffer;
+}
+
+// ---- accumulation ----------------------------------------------------------------------------
+
+/// sum of f(i), i < n, in a fixed order. f32: 16 f32 lanes over chunks of at most 256 elements
+/// (16 terms per lane), each chunk then added into 16 f64 lanes, so the loop stays
+/// single-precision wide SIMD while the error is that of 16-term f32 sums; f64: 8 f64 lanes.
+template <class C, class F>
+inline double blocked_sum(int64_t n, F&& f) {
+  if constexpr (std::is_same_v<C, double>) {
+    constexpr int kLanes = 8;
+    double lanes[kLanes] = {};
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+#pragma omp simd
+      for (int l = 0; l < kLanes; ++l) lanes[l] += f(i + l);
+    }
+    double total = 0;
+    for (int l = 0; l < kLanes; ++l) total += lanes[l];
+    for (; i < n; ++i) total += f(i);
+    return total;
+  } else {
+    constexpr int kLanes = 16;
+    constexpr int64_t kChunk = 256;
+    double wide[kLanes] = {};
+    int64_t i = 0;
+    while (i + kLanes <= n) {
+      const int64_t chunk_end = std::min(n - (n - i) % kLanes, i + kChunk);
+      float lanes[kLanes] = {};
+      for (; i < chunk_end; i += kLanes) {
+#pragma omp simd
+        for (int l = 0; l < kLanes; ++l) lanes[l] += f(i + l);
+      }
+      for (int l = 0; l < kLanes; ++l) wide[l] += lanes[l];
+    }
+    double total = 0;
+    for (int l = 0; l < kLanes; ++l) total += wide[l];
+    for (; i < n; ++i) total += f(i);
+    return total;
+  }
+}
+
+/// s1 = sum(x - shift) and s2 = sum((x - shift)^2) over x[0..n) in one pass, blocked as
+/// blocked_sum (f32: 16-term f32 lane sums added into f64).
+template <class C>
+inline void shifted_sums(const C* x, int64_t n, C shift, double& s1, double& s2) {
+  constexpr int kLanes = 16;
+  constexpr int64_t kChunk = 256;
+  double w1[kLanes] = {}, w2[kLanes] = {};
+  int64_t i = 0;
+  while (i + kLanes <= n) {
+    const int64_t chunk_end = std::is_same_v<C, double> ? n - (n - i) % kLanes
+                                                        : std::min(n - (n - i) % kLanes, i + kChunk);
+    C l1[kLanes] = {}, l2[kLanes] = {};
+    for (; i < chunk_end; i += kLanes) {
+#pragma omp simd
+      for (int l = 0; l < kLanes; ++l) {
+        const C d = x[i + l] - shift;
+        l1[l] += d;
+        l2[l] += d * d;
+      }
+    }
+    for (int l = 0; l < kLanes; ++l) {
+      w1[l] += l1[l];
+      w2[l] += l2[l];
+    }
+  }
+  s1 = 0;
+  s2 = 0;
+  for (int l = 0; l < kLanes; ++l) {
+    s1 += w1[l];
+    s2 += w2[l];
+  }
+  for (; i < n; ++i) {
+    const double d = static_cast<double>(x[i] - shift);
+    s1 += d;
+    s2 += d * d;
+  }
+}
+
+/// Mean and biased variance of a group, in f64. The mean is an f64 sum (exact enough for any
+/// offset or magnitude mix); the variance is two-pass around mc = the mean rounded to the
+/// compute type: s2 = sum((x - mc)^2) in the compute type (x - mc is exact near the mean), and
+/// var = s2 / n - (mean - mc)^2. Row passes use (x - mc) - delta with delta = mean - mc. When
+/// the compute type would overflow (|x| beyond ~1e19 in f32) or the group holds Inf/NaN,
+/// `wide` is set and the variance is recomputed in f64 (the row passes then run in f64 too).
+template <class C>
+struct Moments {
+  double mean = 0, var = 0;
+  C mc = 0, delta = 0;
+  bool wide = false;
+};
+
+/// Finishes the moments from the f64 mean and the shifted sum of squares; false when not finite.
+template <class C>
+inline bool finish_moments(Moments<C>& m, double mean, double s2, int64_t n) {
+  m.mean = mean;
+  m.mc = static_cast<C>(mean);
+  if (!(std::isfinite(mean) && std::isfinite(s2)) || n == 0) return false;
+  const double d = mean - static_cast<double>(m.mc);
+  m.var = s2 / static_cast<double>(n) - d * d;
+  m.var = m.var < 0 ? 0 : m.var;
+  m.delta = static_cast<C>(d);
+  return true;
+}
+
+template <class C>
+inline Moments<C> row_moments(const C* x, int64_t n) {
+  Moments<C> m;
+  const double mean =
+      blocked_sum<double>(n, [x](int64_t i) { return static_cast<double>(x[i]); }) / static_cast<double>(n);
+  double s1 = 0, s2 = 0;
+  if (std::isfinite(mean)) shifted_sums(x, n, static_cast<C>(mean), s1, s2);
+  if (finish_moments(m, mean, s2, n)) return m;
+  m.wide = true;
+  double squares = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double e = static_cast<double>(x[i]) - m.mean;
+    squares += e * e;
+  }
+  m.var = squares / static_cast<double>(n);
+  m.delta = 0;
+  return m;
+}
+
+/// Maximum of x[0..n) ignoring NaN (-Inf for none); `nan` tells whether a NaN was seen.
+template <class C>
+inline C line_max(const C* x, int64_t n, bool& nan) {
+  constexpr int kLanes = 16;
+  C lanes[kLanes];
+  int nan_lanes[kLanes] = {};
+  for (int l = 0; l < kLanes; ++l) lanes[l] = -std::numeric_limits<C>::infinity();
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+#pragma omp simd
+    for (int l = 0; l < kLanes; ++l) {
+      const C v = x[i + l];
+      lanes[l] = v > lanes[l] ? v : lanes[l];
+      nan_lanes[l] |= (v != v);
+    }
+  }
+  C m = -std::numeric_limits<C>::infinity();
+  int any_nan = 0;
+  for (int l = 0; l < kLanes; ++l) {
+    m = lanes[l] > m ? lanes[l] : m;
+    any_nan |= nan_lanes[l];
+  }
+  for (; i < n; ++i) {
+    m = x[i] > m ? x[i] : m;
+    any_nan |= (x[i] != x[i]);
+  }
+  nan = any_nan != 0;
+  return m;
+}
+
+// ---- parallel rows -------------------------------------------------------------------------------
+
+/// Threads for `rows` rows of `work_per_row` element-operations each (1 below the parallel
+/// threshold, as the elementwise kernels).
+inline int threads_for(int64_t rows, int64_t work_per_row) {
+  if (rows <= 1) return 1;
+  const int64_t work = rows * std::max<int64_t>(1, work_per_row);
+  if (work < kParallelThreshold) return 1;
+  return static_cast<int>(std::min<int64_t>(available_threads(), rows));
+}
+
+/// Runs body(part, begin, end, slot) over `parts` contiguous ranges of [0, rows) on `threads`
+/// threads; `slot` < threads indexes per-thread scratch. The ranges depend only on rows and
+/// parts. `body` must not throw.
+template <class Body>
+void for_parts(int64_t rows, int64_t parts, int threads, Body&& body) {
+  if (rows <= 0) return;
+  parts = std::clamp<int64_t>(parts, 1, rows);
+  const int64_t base = rows / parts, extra = rows % parts;
+  auto range = [&](int64_t p, int64_t& begin, int64_t& end) {
+    begin = p * base + std::min(p, extra);
+    end = begin + base + (p < extra ? 1 : 0);
+  };
+  if (threads <= 1 || parts == 1) {
+    for (int64_t p = 0; p < parts; ++p) {
+      int64_t begin, end;
+      range(p, begin, end);
+      body(p, begin, end, 0);
+    }
+    return;
+  }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (int64_t p = 0; p < parts; ++p) {
+    int64_t begin, end;
+    range(p, begin, end);
+    body(p, begin, end, omp_get_thread_num());
+  }
+}
+
+/// Per-thread scratch of compute type C.
+template <class C>
+struct Scratch {
+  std::vector<C> data;
+  int64_t per = 0;
+  Scratch(int threads, int64_t per_thread) : data(static_cast<size_t>(threads * per_thread)), per(per_thread) {}
+  C* at(int slot) { return data.data() + slot * per; }
+};
+
+// ---- attributes and views -------------------------------------------------------------------------
+
+/// An f64 attribute (an i64 one converts, as the reference); `fallback` when unset.
+inline double attr_f64_or(const dx_kernel_call_t* call, int slot, const char* name, double fallback) {
+  const dx_attr_t* a = attr_at(call, slot);
+  if (a == nullptr) return fallback;
+  if (a->type == DX_ATTR_F64) return a->value.f64;
+  if (a->type == DX_ATTR_I64) return static_cast<double>(a->value.i64);
+  fail(DX_INVALID_ARGUMENT, std::string("cpu: attribute ") + name + " must be an f64");
+}
+
+/// A string attribute, or `fallback` when unset.
+inline std::string_view attr_string_or(const dx_kernel_call_t* call, int slot, const char* name,
+                                       std::string_view fallback) {
+  const dx_attr_t* a = attr_at(call, slot);
+  if (a == nullptr) return fallback;
+  if (a->type != DX_ATTR_STRING || a->value.str == nullptr || a->count < 0) {
+    fail(DX_INVALID_ARGUMENT, std::string("cpu: attribute ") + name + " must be a string");
+  }
+  return std::string_view(a->value.str, static_cast<size_t>(a->count));
+}
+
+/// The input `i` when present (an absent optional input is a null tensor).
+inline bool has_input(const dx_kernel_call_t* call, int i) {
+  return i < call->num_inputs && call->inputs[i] != nullptr;
+}
+inline bool has_output(const dx_kernel_call_t* call, int i) {
+  return i < call->num_outputs && call->outputs[i] != nullptr;
+}
+
+/// DX_SHAPE_MISMATCH unless `v` has exactly `shape`.
+inline void expect_shape(const View& v, const int64_t* shape, int rank, const char* what) {
+  bool ok = v.rank == rank;
+  for (int d = 0; ok && d < rank; ++d) ok = v.shape[d] == shape[d];
+  if (!ok) {
+    std::string message = std::string("cpu: ") + what + " has shape ";
+    message += shape_string(v.shape, v.rank);
+    message += ", expected ";
+    message += shape_string(shape, rank);
+    fail(DX_SHAPE_MISMATCH, std::move(message));
+  }
+}
+
+/// A view of input `i` whose dtype must be T.
+template <class T>
+View typed_input(const dx_kernel_call_t* call, int i, const char* what) {
+  const View v = make_view(call->inputs[i], what);
+  expect_dtype(v, dtype_of<T>(), what);
+  return v;
+}
+template <class T>
+View typed_output(const dx_kernel_call_t* call, int i, const char* what) {
+  const View v = make_view(call->outputs[i], what);
+  expect_dtype(v, dtype_of<T>(), what);
+  return v;
+}
+
+/// Writes zeros (all-zero bytes) into every element of `v`, any strides.
+inline void zero_fill(const View& v) {
+  if (v.count() == 0) return;
+  const int64_t size = v.dtype.bits / 8;
+  StridedLoop<1> loop;
+  loop.rank = v.rank;
+  for (int d = 0; d < v.rank; ++d) {
+    loop.shape[d] = v.shape[d];
+    loop.strides[0][d] = v.strides[d];
+  }
+  loop.simplify();
+  auto run = [&](int64_t n, const int64_t* off, const int64_t* st) {
+    char* p = v.base + off[0] * size;
+    if (st[0] == 1) {
+      std::memset(p, 0, static_cast<size_t>(n * size));
+    } else {
+      for (int64_t i = 0; i < n; ++i) std::memset(p + i * st[0] * size, 0, static_cast<size_t>(size));
+    }
+  };
+  run_range(loop, 0, loop.count(), run);
+}
+
+}  // namespace deepx::cpu::nn
+
+#endif  // DEEPX_PLUGINS_CPU_NN_UTIL_H_
