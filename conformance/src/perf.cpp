@@ -78,19 +78,19 @@ const std::map<std::string, PerfRecipe>& perf_recipes() {
       {"dx.conv2d", {{{8, 64, 56, 56}, {64, 64, 3, 3}, {64}}, "padding:1"}},
       {"dx.max_pool2d", {{{8, 64, 64, 64}}, "kernel:2"}},
       {"dx.avg_pool2d", {{{8, 64, 64, 64}}, "kernel:2"}},
-      {"dx.linear", {{{2048, 1024}, {1024, 1024}, {1024}}, "none"}},
-      {"dx.rms_norm", {{{2048, 2048}, {2048}}, "none"}},
+      {"dx.linear", {{{1024, 1024}, {1024, 1024}, {1024}}, "none"}},
+      {"dx.rms_norm", {{{1024, 1024}, {1024}}, "none"}},
       {"dx.batch_norm", {{{32, 64, 32, 32}, {64}, {64}, {64}, {64}}, "training:true"}},
-      {"dx.scaled_dot_product_attention", {{{8, 1024, 64}, {8, 1024, 64}, {8, 1024, 64}, kAbsentShape}, "causal:true"}},
-      {"dx.pad", {{{2048, 2048}}, "pads:[1,1,1,1]"}},
-      {"dx.tile", {{{1024, 2048}}, "repeats:[2,1]"}},
-      {"dx.slice", {{{2048, 2048}}, "starts:[0,1];steps:[1,2]"}},
-      {"dx.clamp", {{{int64_t{1} << 22}}, "min:-1.5;max:2.5"}},
-      {"dx.gelu", {{{int64_t{1} << 22}}, "approximate:str:tanh"}},
-      {"dx.log_softmax", {{{2048, 2048}}, "axis:-1"}},
-      {"dx.arange", {{{int64_t{1} << 22}}, "start:f64:0.5;step:f64:0.25"}},
-      {"dx.uniform", {{{int64_t{1} << 22}}, "seed:1"}},
-      {"dx.normal", {{{int64_t{1} << 22}}, "seed:1"}},
+      {"dx.scaled_dot_product_attention", {{{4, 512, 64}, {4, 512, 64}, {4, 512, 64}, kAbsentShape}, "causal:true"}},
+      {"dx.pad", {{{1024, 1024}}, "pads:[1,1,1,1]"}},
+      {"dx.tile", {{{512, 1024}}, "repeats:[2,1]"}},
+      {"dx.slice", {{{1024, 1024}}, "starts:[0,1];steps:[1,2]"}},
+      {"dx.clamp", {{{int64_t{1} << 20}}, "min:-1.5;max:2.5"}},
+      {"dx.gelu", {{{int64_t{1} << 20}}, "approximate:str:tanh"}},
+      {"dx.log_softmax", {{{1024, 1024}}, "axis:-1"}},
+      {"dx.arange", {{{int64_t{1} << 20}}, "start:f64:0.5;step:f64:0.25"}},
+      {"dx.uniform", {{{int64_t{1} << 20}}, "seed:1"}},
+      {"dx.normal", {{{int64_t{1} << 20}}, "seed:1"}},
   };
   return recipes;
 }
@@ -117,10 +117,17 @@ dx_attrs_t* make_perf_attrs(const std::vector<Attr>& attrs) {
 // Kernels report the median (typical) run; ceilings the best run (what the machine can do).
 enum class Pick { Median, Best };
 
+// Slow kernels (a warm-up over 0.2 s: f16 convolutions, big backward products) get one warm-up
+// and 3 timed runs, those over 10 ms 5 runs, so that timing every claimed kernel stays within a
+// few minutes.
 template <class Fn>
 double timed_seconds(int repeats, const Fn& fn, Pick pick = Pick::Median) {
+  const auto warm = Clock::now();
   fn();  // warm-up (page faults, caches, thread pools)
-  fn();
+  const double first = std::chrono::duration<double>(Clock::now() - warm).count();
+  if (first > 0.2) repeats = std::min(repeats, 3);
+  else if (first > 0.01) repeats = std::min(repeats, 5), fn();
+  else fn();
   std::vector<double> t;
   for (int i = 0; i < repeats; ++i) {
     const auto start = Clock::now();
@@ -229,7 +236,302 @@ std::string shapes_text(const std::vector<Shape>& shapes) {
   return s;
 }
 
+// The default large case of `op` with signature `sig`: input shapes (the output shape for
+// 0-input ops), requested output shapes (reshape, broadcast_to) and attributes.
+struct PerfCase {
+  std::vector<Shape> shapes, outshapes;
+  std::vector<Attr> attrs;
+};
+
+PerfCase perf_case(const std::string& op, const OpRule& rule, const Signature& sig, const PerfOptions& o,
+                   bool secondary) {
+  PerfCase c;
+  const int64_t n = secondary ? o.elements / 4 : o.elements, rows = 1024, cols = std::max<int64_t>(1, n / rows);
+  if (auto it = perf_recipes().find(op); it != perf_recipes().end()) {
+    c.shapes = it->second.shapes;
+    c.attrs = parse_attrs(it->second.attrs);
+    // Attention's boolean-mask kernel needs the mask: one L x S mask broadcast over the batch.
+    if (op == "dx.scaled_dot_product_attention" && sig.inputs.size() >= 4 && sig.inputs[3] == DType::Bool)
+      c.shapes[3] = Shape{c.shapes[0][1], c.shapes[1][1]};
+  } else if (op == "dx.matmul") {
+    c.shapes = {{o.matmul_n, o.matmul_n}, {o.matmul_n, o.matmul_n}};
+  } else if (op == "dx.fill") {
+    c.shapes = {{n}};
+  } else if (op == "dx.reshape") {
+    c.shapes = {{rows, cols}};
+    c.outshapes = {{n}};
+  } else if (op == "dx.broadcast_to") {
+    c.shapes = {{rows, 1}};
+    c.outshapes = {{rows, cols}};
+  } else if (op == "dx.concat") {  // two halves along the last axis
+    c.shapes = {{rows, cols / 2}, {rows, cols - cols / 2}};
+    c.attrs = parse_attrs("axis:1");
+  } else if (op == "dx.split") {  // as many near-equal parts along axis 0 as the signature has outputs
+    const int64_t parts = static_cast<int64_t>(std::max<size_t>(1, sig.outputs.size()));
+    std::string sizes = "sizes:[";
+    for (int64_t p = 0; p < parts; ++p)
+      sizes += (p ? "," : "") + std::to_string(p + 1 < parts ? rows / parts : rows - (parts - 1) * (rows / parts));
+    c.shapes = {{rows, cols}};
+    c.attrs = parse_attrs(sizes + "]");
+  } else if (op == "dx.layer_norm") {
+    c.shapes = {{rows, cols}, {cols}, {cols}};
+  } else if (op == "dx.dropout") {
+    c.shapes = {{n}};
+    c.attrs = parse_attrs("p:0.5;seed:1;training:true");
+  } else if (op == "dx.cross_entropy") {  // rows of logits over `cols` classes, one label per row
+    c.shapes = {{rows, cols}, {rows}};
+  } else if (op == "dx.embedding") {  // a table of n/128 rows of 128, n/128 lookups
+    c.shapes = {{n / 128, 128}, {n / 128}};
+  } else if (op == "dx.index_select") {
+    c.shapes = {{rows, cols}, {rows}};
+    c.attrs = parse_attrs("axis:0");
+  } else if (op == "dx.gather") {
+    c.shapes = {{rows, cols}, {rows, cols}};
+    c.attrs = parse_attrs("axis:1");
+  } else if (op == "dx.scatter_add") {
+    c.shapes = {{rows, cols}, {rows, cols}, {rows, cols}};
+    c.attrs = parse_attrs("axis:1");
+  } else if (rule.op_class == OpClass::Accumulating || rule.op_class == OpClass::Normalising || op == "dx.transpose") {
+    c.shapes.assign(static_cast<size_t>(std::max(rule.inputs, 1)), Shape{rows, cols});
+  } else {
+    c.shapes.assign(static_cast<size_t>(std::max(rule.inputs, 1)), Shape{n});
+  }
+  return c;
+}
+
+// Floating-point work of compute-bound ops (matmul, linear, conv2d, attention); 0 for the rest,
+// which are judged by bytes. A backward does about twice its forward's (one product per operand).
+double perf_flops(const std::string& op, const std::vector<Shape>& shapes, const Shape& out, bool backward) {
+  double flops = 0;
+  if (op == "dx.matmul") {
+    flops = 2.0 * static_cast<double>(numel(shapes[0])) * static_cast<double>(shapes[1].back());
+  } else if (op == "dx.linear") {
+    flops = 2.0 * static_cast<double>(numel(shapes[0])) * static_cast<double>(shapes[1][0]);
+  } else if (op == "dx.conv2d") {
+    flops = 2.0 * static_cast<double>(numel(out)) * static_cast<double>(shapes[1][1] * shapes[1][2] * shapes[1][3]);
+  } else if (op == "dx.scaled_dot_product_attention") {
+    flops = 4.0 * static_cast<double>(numel(shapes[0])) * static_cast<double>(shapes[1][shapes[1].size() - 2]);
+  }
+  return backward ? 2 * flops : flops;
+}
+
+// The STREAM loop memory_ceiling() runs for this traffic pattern.
+const char* memory_pattern(int inputs, size_t in_bytes, size_t out_bytes) {
+  if (inputs == 0) return "write";
+  if (out_bytes * 8 < in_bytes) return "read";
+  return inputs == 1 ? "copy" : "add";
+}
+
+int bucket(size_t bytes) {  // log2: ceilings are shared by traffic within a factor of 2
+  int b = 0;
+  while (bytes > 1) bytes >>= 1, ++b;
+  return b;
+}
+
+struct PerfCounts {
+  int forward = 0, backward = 0, skipped = 0;
+};
+
+class PerfRun {
+ public:
+  PerfRun(const Environment& env, const PerfOptions& o) : env_(env), o_(o), threads_(thread_count()) {}
+
+  void skip(const std::string& op, const std::string& dtype, const std::string& device, const std::string& why) {
+    std::printf("perf: %-14s %-5s %-6s skipped: %s\n", op.c_str(), dtype.c_str(), device.c_str(), why.c_str());
+    std::fflush(stdout);
+    ++counts_.skipped;
+  }
+
+  // Times the forward kernel of `claim` and, when both the plugin and the reference register
+  // its backward, the backward on the forward's own outputs.
+  // A secondary signature (a key dtype's other dx.cast pairs, split output counts, index dtypes)
+  // is timed on a quarter of the elements, to bound the run time.
+  void time_claim(const std::string& op, const OpRule& rule, const Claim& claim, const std::string& shown_dtype,
+                  bool secondary) {
+    const std::string bw_op = op + "/backward";
+    const bool want_backward = claim.has_backward;  // the reference must define it too (below)
+    auto skip_both = [&](const std::string& why) {
+      skip(op, shown_dtype, claim.device, why);
+      if (want_backward) skip(bw_op, shown_dtype, claim.device, why);
+    };
+    const auto sig = parse_signature(claim.sig);
+    if (claim.sig.empty() || !sig) return skip_both("a dtype of its signature is unknown to the suite");
+    const Claim* ref = env_.find_claim(true, op, claim.sig, "cpu");
+    if (!ref) return skip_both("the reference registers no " + claim.sig + " kernel to define it");
+    if (o_.skip.count(op + " " + claim.dtype + " " + claim.device))
+      return skip_both("it crashed or hung during certification");
+    const PerfCase pc = perf_case(op, rule, *sig, o_, secondary);
+    const OutputsResult specs = output_specs(op, pc.shapes, *sig, pc.attrs, pc.outshapes);
+    if (specs.outputs.empty() || !specs.error.empty())
+      return skip_both("no default case (" + (specs.error.empty() ? std::string("needs an output shape") : specs.error) + ")");
+    dx_op_id_t op_id = 0;
+    if (device_ < 0) return skip_both("no memory space for device " + claim.device);
+    if (dx_runtime_op_lookup(env_.runtime, op.c_str(), &op_id) != DX_OK) return skip_both("the runtime does not know the op");
+
+    // Forward inputs: in-range indices for index inputs, positive variances for batch_norm.
+    std::vector<TensorPtr> owned;
+    std::vector<dx_tensor_t*> fwd_in;
+    std::vector<std::pair<Shape, DType>> fwd_in_specs;  // absent inputs: empty shape, unused
+    size_t in_bytes = 0;
+    const uint64_t key = splitmix64(0x9e3779b97f4a7c15ull ^ fnv1a64(op + claim.sig));
+    const int inputs_count = rule.inputs == 0 ? 0 : static_cast<int>(pc.shapes.size());
+    const int64_t k_hint = accumulation_length(op, pc.shapes, pc.attrs);
+    for (int i = 0; i < inputs_count; ++i) {
+      const Shape& s = pc.shapes[static_cast<size_t>(i)];
+      const DType dt = sig->input(static_cast<size_t>(i));
+      fwd_in_specs.emplace_back(s, dt);
+      if (is_absent(s)) {
+        fwd_in.push_back(nullptr);
+        continue;
+      }
+      GenRequest g{op, dt, "real", i, key, numel(s), k_hint};
+      if (is_integer(dt)) g.index_limit = index_limit(op, i, pc.shapes, pc.attrs);
+      g.positive = op == "dx.batch_norm" && i == 4;
+      dx_tensor_t* t = create(s, dt, generate(g));
+      if (!t) return skip_both(std::string("cannot allocate (") + dx_last_error_message() + ")");
+      owned.emplace_back(t);
+      fwd_in.push_back(t);
+      in_bytes += static_cast<size_t>(numel(s)) * static_cast<size_t>(byte_size(dt));
+    }
+    std::vector<dx_tensor_t*> fwd_out;
+    size_t out_bytes = 0;
+    for (const auto& spec : specs.outputs) {
+      dx_tensor_t* t = create(spec.shape, spec.dtype, {});
+      if (!t) return skip_both(std::string("cannot allocate (") + dx_last_error_message() + ")");
+      owned.emplace_back(t);
+      fwd_out.push_back(t);
+      out_bytes += static_cast<size_t>(numel(spec.shape)) * static_cast<size_t>(byte_size(spec.dtype));
+    }
+    AttrsPtr attrs(make_perf_attrs(pc.attrs));
+    const std::string shapes_shown = shapes_text(rule.inputs == 0 ? std::vector<Shape>{specs.outputs[0].shape} : pc.shapes);
+    const double fwd_flops = perf_flops(op, pc.shapes, specs.outputs[0].shape, false);
+    dx_status_t status = DX_OK;
+    const double seconds = time_invoke(op_id, fwd_in, fwd_out, attrs.get(), false, status);
+    if (status != DX_OK) return skip_both(std::string("the kernel returned ") + dx_status_string(status));
+    report(op, shown_dtype, claim.device, shapes_shown, seconds, inputs_count, in_bytes, out_bytes, fwd_flops,
+           sig->inputs.empty() ? sig->outputs[0] : sig->inputs[0]);
+    ++counts_.forward;
+    if (!want_backward) return;
+    if (!ref->has_backward) return skip(bw_op, shown_dtype, claim.device, "the reference registers no backward for " + claim.sig);
+
+    // Backward: output gradients, the forward inputs, the forward outputs -> input gradients.
+    std::vector<dx_tensor_t*> bw_in, bw_out;
+    size_t bw_in_bytes = 0, bw_out_bytes = 0;
+    for (size_t k = 0; k < specs.outputs.size(); ++k) {
+      const OutputSpec& spec = specs.outputs[k];
+      GenRequest g{"dx.grad", spec.dtype, "real", static_cast<int>(200 + k), key, numel(spec.shape), 1};
+      dx_tensor_t* t = create(spec.shape, spec.dtype, generate(g));
+      if (!t) return skip(bw_op, shown_dtype, claim.device, std::string("cannot allocate (") + dx_last_error_message() + ")");
+      owned.emplace_back(t);
+      bw_in.push_back(t);
+    }
+    bw_in.insert(bw_in.end(), fwd_in.begin(), fwd_in.end());
+    bw_in.insert(bw_in.end(), fwd_out.begin(), fwd_out.end());
+    bw_in_bytes = 2 * out_bytes + in_bytes;
+    for (const auto& [shape, dt] : fwd_in_specs) {
+      if (is_absent(shape)) {
+        bw_out.push_back(nullptr);
+        continue;
+      }
+      dx_tensor_t* t = create(shape, dt, {});
+      if (!t) return skip(bw_op, shown_dtype, claim.device, std::string("cannot allocate (") + dx_last_error_message() + ")");
+      owned.emplace_back(t);
+      bw_out.push_back(t);
+      bw_out_bytes += static_cast<size_t>(numel(shape)) * static_cast<size_t>(byte_size(dt));
+    }
+    if (bw_out.empty()) return skip(bw_op, shown_dtype, claim.device, "the op has no inputs to differentiate");
+    status = DX_OK;
+    const double bw_seconds = time_invoke(op_id, bw_in, bw_out, attrs.get(), true, status);
+    if (status != DX_OK)
+      return skip(bw_op, shown_dtype, claim.device, std::string("the kernel returned ") + dx_status_string(status));
+    report(bw_op, shown_dtype, claim.device, shapes_shown, bw_seconds, static_cast<int>(bw_in.size()), bw_in_bytes,
+           bw_out_bytes, perf_flops(op, pc.shapes, specs.outputs[0].shape, true),
+           sig->inputs.empty() ? sig->outputs[0] : sig->inputs[0]);
+    ++counts_.backward;
+  }
+
+  const PerfCounts& counts() const { return counts_; }
+  void set_device(int32_t device) { device_ = device; }
+
+ private:
+  struct AttrsDeleter {
+    void operator()(dx_attrs_t* a) const {
+      if (a) dx_attrs_destroy(a);
+    }
+  };
+  using AttrsPtr = std::unique_ptr<dx_attrs_t, AttrsDeleter>;
+
+  // A tensor of `shape` and `dtype` on the plugin's device holding `bytes` (left as allocated
+  // when empty); null on failure.
+  dx_tensor_t* create(const Shape& shape, DType dtype, const std::vector<uint8_t>& bytes) {
+    dx_tensor_t* t = nullptr;
+    if (dx_tensor_create(env_.runtime, device_, info(dtype).packed,
+                         shape.empty() ? nullptr : shape.data(), static_cast<int32_t>(shape.size()), &t) != DX_OK)
+      return nullptr;
+    if (!bytes.empty() && dx_tensor_write(t, bytes.data(), bytes.size()) != DX_OK) {
+      dx_tensor_destroy(t);
+      return nullptr;
+    }
+    return t;
+  }
+
+  double time_invoke(dx_op_id_t op_id, const std::vector<dx_tensor_t*>& in, std::vector<dx_tensor_t*>& out,
+                     const dx_attrs_t* attrs, bool backward, dx_status_t& status) {
+    dx_invoke_options_t opts{};
+    opts.struct_size = DX_STRUCT_SIZE(dx_invoke_options_t, plugin_index);
+    opts.flags = DX_INVOKE_FLAG_PLUGIN | (backward ? DX_INVOKE_FLAG_BACKWARD : 0);
+    opts.plugin_index = env_.plugin_index;
+    std::vector<dx_tensor_t*> args = in;
+    return timed_seconds(o_.repeats, [&] {
+      const dx_status_t s = dx_invoke_ex(env_.runtime, op_id, args.empty() ? nullptr : args.data(),
+                                         static_cast<int32_t>(args.size()), out.data(),
+                                         static_cast<int32_t>(out.size()), attrs, &opts);
+      if (s != DX_OK) status = s;
+    });
+  }
+
+  void report(const std::string& op, const std::string& dtype, const std::string& device, const std::string& shapes,
+              double seconds, int inputs, size_t in_bytes, size_t out_bytes, double flops, DType key) {
+    const double gbs = static_cast<double>(in_bytes + out_bytes) / seconds / 1e9;
+    char rate[32], flops_text[32] = "-", ceiling_text[48], ratio[16] = "-";
+    std::snprintf(rate, sizeof rate, "%.2f", gbs);
+    if (flops > 0) {  // compute-bound: GFLOP/s against a BLAS gemm
+      const double gflops = flops / seconds / 1e9;
+      std::snprintf(flops_text, sizeof flops_text, "%.2f", gflops);
+      const std::string ck = std::string("gemm ") + (key == DType::F64 ? "f64" : "f32");
+      if (!ceilings_.count(ck)) ceilings_[ck] = gemm_ceiling(key, o_.matmul_n, o_.repeats);
+      const Ceiling c = ceilings_[ck];
+      if (c.rate > 0) {
+        std::snprintf(ceiling_text, sizeof ceiling_text, "%.2f GFLOP/s (%s)", c.rate, c.what.c_str());
+        std::snprintf(ratio, sizeof ratio, "%.2f", gflops / c.rate);
+      } else {
+        std::snprintf(ceiling_text, sizeof ceiling_text, "ceiling n/a");
+      }
+    } else {
+      // Measured once per traffic pattern and size (within a factor of 2), so ops of the same
+      // shape share one yardstick and the ceilings do not dominate the run time.
+      const std::string ck = std::string(memory_pattern(inputs, in_bytes, out_bytes)) + " " +
+                             std::to_string(bucket(in_bytes)) + " " + std::to_string(bucket(out_bytes));
+      if (!ceilings_.count(ck)) ceilings_[ck] = memory_ceiling(threads_, inputs, in_bytes, out_bytes, o_.repeats);
+      const Ceiling c = ceilings_[ck];
+      std::snprintf(ceiling_text, sizeof ceiling_text, "%.2f GB/s (%s)", c.rate, c.what.c_str());
+      if (c.rate > 0) std::snprintf(ratio, sizeof ratio, "%.2f", gbs / c.rate);
+    }
+    std::printf("perf: %-14s %-5s %-6s %-22s %10.3f %9s %9s  %-22s %6s\n", op.c_str(), dtype.c_str(), device.c_str(),
+                shapes.c_str(), seconds * 1e3, rate, flops_text, ceiling_text, ratio);
+    std::fflush(stdout);
+  }
+
+  const Environment& env_;
+  const PerfOptions& o_;
+  const int threads_;
+  int32_t device_ = -1;
+  std::map<std::string, Ceiling> ceilings_;
+  PerfCounts counts_;
+};
+
 void perf_main(const Environment& env, const PerfOptions& o) {
+  const auto started = Clock::now();
   const int threads = thread_count();
   std::printf("\nperf: machine: %s, %u logical CPUs; threads: %d (%s); median of %d runs after 2 warm-ups\n",
               cpu_model().c_str(), std::thread::hardware_concurrency(), threads,
@@ -244,146 +546,36 @@ void perf_main(const Environment& env, const PerfOptions& o) {
                   load, cpus);
   }
   std::fflush(stdout);
-  std::map<std::string, Ceiling> ceilings;
+  PerfRun run(env, o);
   for (const auto& [op, claims] : env.plugin_claims) {
     if (!o.ops.empty() && !o.ops.count(op)) continue;
     const OpRule* rule = find_op_rule(op);
-    if (!rule) continue;
+    // A key dtype with several signatures (dx.cast's pairs) is shown by its full signature.
+    std::map<std::string, int> per_key;
+    for (const Claim& claim : claims) ++per_key[claim.dtype + " " + claim.device];
     for (const Claim& claim : claims) {
-      auto dtype = dtype_from_name(claim.dtype);
-      if (!dtype) continue;
-      // One large case per kernel of the usual single-dtype signature (dx.cast: its first pair).
-      const bool plain = rule->inputs >= 0 && rule->outputs == 1 &&
-                         claim.sig == format_signature(default_signature(op, *dtype));
-      if (!plain) continue;
-      if (o.skip.count(op + " " + claim.dtype + " " + claim.device)) {
-        std::printf("perf: %-14s %-5s %-6s skipped: it crashed or hung during certification\n", op.c_str(),
-                    claim.dtype.c_str(), claim.device.c_str());
+      const std::string shown = per_key[claim.dtype + " " + claim.device] > 1 && !claim.sig.empty() ? claim.sig : claim.dtype;
+      if (!rule) {
+        run.skip(op, shown, claim.device, "the suite has no rule for this op");
         continue;
       }
-      std::vector<Shape> shapes;
-      const int64_t n = o.elements;
-      if (op == "dx.matmul") shapes = {{o.matmul_n, o.matmul_n}, {o.matmul_n, o.matmul_n}};
-      else if (op == "dx.fill") shapes = {{n}};
-      else if (rule->op_class == OpClass::Accumulating || rule->op_class == OpClass::Normalising ||
-               op == "dx.transpose")
-        shapes.assign(static_cast<size_t>(rule->inputs), Shape{2048, n / 2048});
-      else shapes.assign(static_cast<size_t>(rule->inputs), Shape{n});
-      // Ops whose default case needs attributes or operands of different shapes.
-      std::vector<Attr> attrs;
-      if (auto it = perf_recipes().find(op); it != perf_recipes().end()) {
-        shapes = it->second.shapes;
-        attrs = parse_attrs(it->second.attrs);
-      }
-      const OutputsResult specs = output_specs(op, shapes, default_signature(op, *dtype), attrs);
-      if (specs.outputs.size() != 1 || !specs.error.empty()) {
-        std::printf("perf: %-14s %-5s %-6s skipped: no default case (%s)\n", op.c_str(), claim.dtype.c_str(),
-                    claim.device.c_str(), specs.error.empty() ? "needs an output shape" : specs.error.c_str());
-        continue;
-      }
-      const std::optional<OutputSpec> output = specs.outputs[0];
-      struct { const std::optional<OutputSpec>& output; } spec{output};
-      const int32_t device = env.device_for(env.plugin_index, claim.device_type);
-      dx_op_id_t op_id = 0;
-      if (device < 0 || dx_runtime_op_lookup(env.runtime, op.c_str(), &op_id) != DX_OK) continue;
-      std::vector<TensorPtr> inputs;
-      std::vector<dx_tensor_t*> in_ptrs;
-      size_t in_bytes = 0;
-      bool ok = true;
-      const uint64_t key = splitmix64(0x9e3779b97f4a7c15ull ^ fnv1a64(op + claim.dtype));
-      const int inputs_count = op == "dx.fill" ? 0 : rule->inputs;
-      for (int i = 0; i < inputs_count && ok; ++i) {
-        const Shape& s = shapes[static_cast<size_t>(i)];
-        if (is_absent(s)) {  // an absent optional input
-          in_ptrs.push_back(nullptr);
-          continue;
-        }
-        dx_tensor_t* t = nullptr;
-        ok = dx_tensor_create(env.runtime, device, info(*dtype).packed, s.data(), static_cast<int32_t>(s.size()), &t) ==
-             DX_OK;
-        if (!ok) break;
-        inputs.emplace_back(t);
-        in_ptrs.push_back(t);
-        const auto bytes = generate(GenRequest{op, *dtype, "real", i, key, numel(s), op == "dx.matmul" ? o.matmul_n : 1});
-        ok = dx_tensor_write(t, bytes.data(), bytes.size()) == DX_OK;
-        in_bytes += bytes.size();
-      }
-      dx_tensor_t* out_raw = nullptr;
-      const Shape& os = spec.output->shape;
-      if (ok)
-        ok = dx_tensor_create(env.runtime, device, info(spec.output->dtype).packed, os.empty() ? nullptr : os.data(),
-                              static_cast<int32_t>(os.size()), &out_raw) == DX_OK;
-      TensorPtr out(out_raw);
-      if (!ok) {
-        std::printf("perf: %-14s %-5s %-6s skipped: cannot allocate (%s)\n", op.c_str(), claim.dtype.c_str(),
-                    claim.device.c_str(), dx_last_error_message());
-        continue;
-      }
-      const size_t out_bytes = static_cast<size_t>(numel(os)) * static_cast<size_t>(byte_size(spec.output->dtype));
-      std::unique_ptr<dx_attrs_t, void (*)(dx_attrs_t*)> attrs_handle(make_perf_attrs(attrs), [](dx_attrs_t* a) {
-        if (a) dx_attrs_destroy(a);
-      });
-      dx_invoke_options_t opts{};
-      opts.struct_size = DX_STRUCT_SIZE(dx_invoke_options_t, plugin_index);
-      opts.flags = DX_INVOKE_FLAG_PLUGIN;
-      opts.plugin_index = env.plugin_index;
-      dx_status_t status = DX_OK;
-      const double seconds = timed_seconds(o.repeats, [&] {
-        dx_tensor_t* op_out = out.get();
-        const dx_status_t s = dx_invoke_ex(env.runtime, op_id, in_ptrs.empty() ? nullptr : in_ptrs.data(),
-                                           static_cast<int32_t>(in_ptrs.size()), &op_out, 1, attrs_handle.get(), &opts);
-        if (s != DX_OK) status = s;
-      });
-      if (status != DX_OK) {
-        std::printf("perf: %-14s %-5s %-6s skipped: the kernel returned %s\n", op.c_str(), claim.dtype.c_str(),
-                    claim.device.c_str(), dx_status_string(status));
-        continue;
-      }
-      const double gbs = static_cast<double>(in_bytes + out_bytes) / seconds / 1e9;
-      char rate[32] = "-", flops_text[32] = "-", ceiling_text[48], ratio[16] = "-";
-      std::snprintf(rate, sizeof rate, "%.2f", gbs);
-      // Compute-bound ops: GFLOP/s against a BLAS gemm (matmul, linear, conv2d, attention).
-      double flops = 0;
-      if (op == "dx.matmul") {
-        const double m = static_cast<double>(o.matmul_n);
-        flops = 2 * m * m * m;
-      } else if (op == "dx.linear") {
-        flops = 2.0 * static_cast<double>(numel(shapes[0])) * static_cast<double>(shapes[1][0]);
-      } else if (op == "dx.conv2d") {
-        flops = 2.0 * static_cast<double>(numel(spec.output->shape)) * static_cast<double>(shapes[1][1] * shapes[1][2] * shapes[1][3]);
-      } else if (op == "dx.scaled_dot_product_attention") {
-        const Shape& q = shapes[0];
-        flops = 4.0 * static_cast<double>(numel(q)) * static_cast<double>(shapes[1][shapes[1].size() - 2]);
-      }
-      if (flops > 0) {
-        const double gflops = flops / seconds / 1e9;
-        std::snprintf(flops_text, sizeof flops_text, "%.2f", gflops);
-        const std::string ck = std::string("gemm ") + (*dtype == DType::F64 ? "f64" : "f32");
-        if (!ceilings.count(ck)) ceilings[ck] = gemm_ceiling(*dtype, o.matmul_n, o.repeats);
-        const Ceiling c = ceilings[ck];
-        if (c.rate > 0) {
-          std::snprintf(ceiling_text, sizeof ceiling_text, "%.2f GFLOP/s (%s)", c.rate, c.what.c_str());
-          std::snprintf(ratio, sizeof ratio, "%.2f", gflops / c.rate);
-        } else {
-          std::snprintf(ceiling_text, sizeof ceiling_text, "ceiling n/a");
-        }
-      } else {
-        // Measured once per traffic pattern and size, so every op of that shape shares one yardstick.
-        const std::string ck = std::to_string(inputs_count) + " " + std::to_string(in_bytes) + " " + std::to_string(out_bytes);
-        if (!ceilings.count(ck)) ceilings[ck] = memory_ceiling(threads, inputs_count, in_bytes, out_bytes, o.repeats);
-        const Ceiling c = ceilings[ck];
-        std::snprintf(ceiling_text, sizeof ceiling_text, "%.2f GB/s (%s)", c.rate, c.what.c_str());
-        if (c.rate > 0) std::snprintf(ratio, sizeof ratio, "%.2f", gbs / c.rate);
-      }
-      std::printf("perf: %-14s %-5s %-6s %-22s %10.3f %9s %9s  %-22s %6s\n", op.c_str(), claim.dtype.c_str(),
-                  claim.device.c_str(), shapes_text(op == "dx.fill" ? std::vector<Shape>{os} : shapes).c_str(),
-                  seconds * 1e3, rate, flops_text, ceiling_text, ratio);
-      std::fflush(stdout);
+      run.set_device(env.device_for(env.plugin_index, claim.device_type));
+      // The key's usual signature is its primary kernel; the other signatures are secondary.
+      const auto key_dtype = dtype_from_name(claim.dtype);
+      const bool usual = key_dtype && claim.sig == format_signature(default_signature(op, *key_dtype));
+      const bool secondary = per_key[claim.dtype + " " + claim.device] > 1 && !usual;
+      run.time_claim(op, *rule, claim, shown, secondary);
     }
   }
+  for (const Claim& claim : env.uncovered_claims)
+    if (o.ops.empty() || o.ops.count(claim.op))
+      run.skip(claim.op, claim.sig.empty() ? claim.dtype : claim.sig, claim.device, "the suite has no rule for this op");
+  const PerfCounts& n = run.counts();
   std::printf("perf: GB/s counts the bytes read and written once; the ceiling is the best of %d runs of a\n"
               "perf: STREAM-style loop over the same bytes (or BLAS gemm); ratio = the kernel's rate / the ceiling's\n",
               o.repeats);
+  std::printf("perf: %d kernels timed (%d forward, %d backward), %d skipped, in %.1f s\n", n.forward + n.backward,
+              n.forward, n.backward, n.skipped, std::chrono::duration<double>(Clock::now() - started).count());
   std::fflush(stdout);
 }
 
