@@ -161,7 +161,7 @@ template <class T>
 TensorSpec tensor(dx_dtype_t dtype, std::vector<int64_t> shape, const std::vector<T>& values) {
   TensorSpec s{dtype, std::move(shape), {}, {}, {}, 0};
   s.bytes.resize(values.size() * sizeof(T));
-  std::memcpy(s.bytes.data(), values.data(), s.bytes.size());
+  if (!s.bytes.empty()) std::memcpy(s.bytes.data(), values.data(), s.bytes.size());  // empty: data() may be null
   return s;
 }
 
@@ -272,7 +272,7 @@ class Attrs {
 template <class T>
 std::vector<T> as(const std::vector<uint8_t>& bytes) {
   std::vector<T> v(bytes.size() / sizeof(T));
-  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(T));
+  if (!v.empty()) std::memcpy(v.data(), bytes.data(), v.size() * sizeof(T));
   return v;
 }
 
