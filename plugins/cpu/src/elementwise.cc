@@ -357,29 +357,7 @@ dx_error_t* fill_kernel(const dx_kernel_call_t* call) noexcept {
     // f64 truncated and saturated to integers, NaN -> 0, bool = value != 0.
     T typed;
     movement::encode_value(attr_at(call, DX_FILL_VALUE), dtype_of<T>(), &typed);
-    if (out.count() == 0) return;
-    using R = RawT<sizeof(T)>;
-    R value;
-    std::memcpy(&value, &typed, sizeof(R));
-    StridedLoop<1> loop;
-    loop.rank = out.rank;
-    for (int d = 0; d < out.rank; ++d) {
-      loop.shape[d] = out.shape[d];
-      loop.strides[0][d] = out.strides[d];
-    }
-    loop.simplify();
-    R* const po = out.data<R>();
-    auto row = [=](int64_t n, const int64_t* off, const int64_t* st) {
-      R* o = po + off[0];
-      if (st[0] == 1) {
-#pragma omp simd
-        for (int64_t i = 0; i < n; ++i) o[i] = value;
-      } else {
-        const int64_t so = st[0];
-        for (int64_t i = 0; i < n; ++i) o[i * so] = value;
-      }
-    };
-    for_each_row(loop, row);
+    movement::fill_view(out, &typed, /*parallel=*/true);
   });
 }
 
