@@ -77,11 +77,30 @@ const std::vector<ToleranceRow>& tolerance_table() {
   return rows;
 }
 
-const std::vector<Relaxation>& relaxations() {
+const std::vector<Relaxation>& published_relaxations() {
   // Add an entry only with a reason a reviewer can check; none is needed today.
   static const std::vector<Relaxation> entries = {};
   return entries;
 }
+
+namespace {
+std::string relaxation_limit(const Relaxation& r) {
+  Tolerance t;
+  t.rule = r.rule;
+  t.ulps = r.ulps;
+  t.rtol = r.rtol;
+  t.atol = r.atol;
+  t.c = r.c;
+  t.unit_roundoff = r.unit_roundoff;
+  return t.describe();
+}
+}  // namespace
+
+std::string relaxation_title(const Relaxation& r) {
+  return std::string(r.op) + " " + r.dtypes + " " + r.direction + " " + relaxation_limit(r);
+}
+
+std::string relaxation_source(const Relaxation& r) { return "relaxation " + relaxation_title(r) + ": " + r.reason; }
 
 const char* backward_class(const std::string& op) {
   static const std::set<std::string> movement = {
@@ -132,6 +151,7 @@ std::string tolerance_table_json() {
     w.key("dtypes").value(r.dtypes);
     w.key("direction").value(r.direction);
     w.key("rule").value(rule_name(r.rule));
+    w.key("limit").value(relaxation_limit(r));
     w.key("reason").value(r.reason);
     w.end_object();
   }
@@ -205,7 +225,7 @@ Tolerance tolerance_for(const std::string& op, DType out_dtype, const std::strin
     t.unit_roundoff = r.unit_roundoff;
     t.accumulation_max = r.accumulation_max;
     t.relaxed = true;
-    t.source = std::string("RELAXED: ") + r.op + "/" + r.dtypes + "/" + r.direction + ": " + r.reason;
+    t.source = relaxation_source(r);
     return t;
   }
   for (const auto& r : tolerance_table()) {
@@ -264,7 +284,7 @@ std::string tolerance_table_markdown() {
   else {
     md += "\n\n";
     for (const auto& r : relaxations())
-      md += std::string("- ") + r.op + " " + r.dtypes + " " + r.direction + " (" + rule_name(r.rule) + "): " + r.reason + "\n";
+      md += "- " + relaxation_title(r) + " (" + rule_name(r.rule) + "): " + r.reason + "\n";
   }
   return md;
 }

@@ -45,7 +45,18 @@ struct Relaxation {
   double ulps, rtol, atol, c, unit_roundoff, accumulation_max;
   const char* reason;     // required: why the published rule cannot hold here
 };
+// The relaxations of the published table (compare.cpp). Empty today.
+const std::vector<Relaxation>& published_relaxations();
+// The relaxations this build applies. Defined in its own translation unit so that the table is
+// chosen at link time, never by a flag or an environment variable a vendor could set:
+// src/relaxation_table.cpp (deepx-certify) returns published_relaxations();
+// tests/relaxation_fixture_table.cpp (the test-only deepx-certify-relaxation-fixture) adds one
+// entry, to drive the RELAXED path end to end.
 const std::vector<Relaxation>& relaxations();
+// How a relaxation is named in reports and certificates ("dx.exp f32 forward <= 8 ulp"), and the
+// threshold source of the cases held to it ("relaxation dx.exp f32 forward <= 8 ulp: <reason>").
+std::string relaxation_title(const Relaxation& r);
+std::string relaxation_source(const Relaxation& r);
 
 // The class whose tolerance rows apply to the backward kernel of `op` ("grad_movement",
 // "grad_accumulating", "grad_transcendental", "grad_normalising").

@@ -295,10 +295,24 @@ bool load(dx_runtime_t* rt, const std::string& name_or_path, Loaded& out, std::s
   return false;
 }
 
-// The certificate the host parses (host/src/certificate.cc): keep the line format exactly.
+// One line of text: a reason with a line break must not start a new certificate line.
+std::string single_line(std::string text) {
+  for (char& ch : text)
+    if (ch == '\n' || ch == '\r') ch = ' ';
+  return text;
+}
+
+// The certificate the host parses (host/src/certificate.cc): keep the line format exactly. The
+// host reads plugin, sha256 and kernel lines and ignores other keys; the verdict, the tolerance
+// table's hash and every relaxation the verdict relied on (with its reason) are recorded for
+// people and tools that read the certificate: a certificate with relaxations says so.
 std::string certificate_text(const std::string& plugin, const std::string& sha256, const std::string& suite,
+                             const std::string& verdict, const std::vector<const Relaxation*>& relaxations_used,
                              const std::vector<const Claim*>& kernels) {
   std::string t = "deepx-certificate 1\nplugin " + plugin + "\nsha256 " + sha256 + "\nsuite " + suite + "\n";
+  t += "verdict " + verdict + "\n";
+  t += "tolerance_table_sha256 " + tolerance_table_sha256() + "\n";
+  for (const Relaxation* r : relaxations_used) t += single_line("relaxed " + relaxation_title(*r) + ": " + r->reason) + "\n";
   for (const Claim* c : kernels) {
     t += "kernel " + c->op + " " + std::to_string(c->device_type) + " ";
     for (size_t i = 0; i < c->signature.size(); ++i) t += (i ? "," : "") + std::to_string(c->signature[i]);
@@ -708,10 +722,18 @@ int main(int argc, char** argv) {
                 profile_ops.size(), profile_dtypes.size(), devices.empty() ? "-" : devices.c_str(), profile_kernels,
                 kSuiteVersion);
 
-  // Cases that passed only under a relaxation (compare.cpp relaxations(), each with its reason).
+  // Cases held to a relaxation instead of the published table (relaxations(), each with its
+  // reason), and the relaxations they used: a verdict reached with any says so everywhere.
   std::vector<std::string> relaxed_items;
+  std::map<std::string, size_t> relaxed_case_count;  // by threshold source
   for (const auto& o : outcomes)
-    if (o.r.tolerance.relaxed && !is_failure(o.r.status)) relaxed_items.push_back(o.id + " " + o.c.display_op() + " " + o.c.dtype + ": " + o.r.tolerance.source);
+    if (o.r.tolerance.relaxed && !is_failure(o.r.status)) {
+      relaxed_items.push_back(o.id + " " + o.c.display_op() + " " + o.c.dtype + ": " + o.r.tolerance.source);
+      ++relaxed_case_count[o.r.tolerance.source];
+    }
+  std::vector<const Relaxation*> relaxations_used;
+  for (const auto& r : relaxations())
+    if (relaxed_case_count.count(relaxation_source(r))) relaxations_used.push_back(&r);
   const std::string verdict_word = relaxed_items.empty() ? "CERTIFIED" : "CERTIFIED-with-relaxations";
 
   // ---- terminal summary ----
@@ -809,6 +831,9 @@ int main(int argc, char** argv) {
     std::fprintf(so, "time: %.2f s (not isolated)\n", total_seconds);
   if (!relaxed_items.empty()) {
     std::fprintf(so, "\nRELAXED (%zu cases held to a relaxation instead of the published table):\n", relaxed_items.size());
+    for (const Relaxation* r : relaxations_used)
+      std::fprintf(so, "  relaxation %s (%zu cases): %s\n", relaxation_title(*r).c_str(),
+                   relaxed_case_count[relaxation_source(*r)], r->reason);
     for (const auto& item : relaxed_items) std::fprintf(so, "  RELAXED %s\n", item.c_str());
   }
   if (self_check) std::fprintf(so, "note: the reference was compared with itself; this certifies nothing about its results\n");
@@ -859,6 +884,15 @@ int main(int argc, char** argv) {
     w.key("relaxed").begin_array();
     for (const auto& item : relaxed_items) w.value(item);
     w.end_array();
+    w.key("relaxations_applied").begin_array();  // the relaxations the verdict relied on
+    for (const Relaxation* r : relaxations_used) {
+      w.begin_object();
+      w.key("relaxation").value(relaxation_title(*r));
+      w.key("reason").value(r->reason);
+      w.key("cases").value(static_cast<uint64_t>(relaxed_case_count[relaxation_source(*r)]));
+      w.end_object();
+    }
+    w.end_array();
     w.key("tolerance_table").raw(tolerance_table_json());
     w.key("profile").begin_array();
     for (const auto& [op, list] : env.plugin_claims)
@@ -886,6 +920,13 @@ int main(int argc, char** argv) {
     w.key("certificate").begin_object();
     w.key("plugin_sha256").value(so_sha);
     w.key("certified").value(certified);
+    w.key("verdict").value(certified ? verdict_word : "NOT CERTIFIED");
+    w.key("relaxations").begin_array();  // as in the certificate file's relaxed lines
+    for (const Relaxation* r : relaxations_used) {
+      if (!certified) break;
+      w.value(single_line(relaxation_title(*r) + ": " + r->reason));
+    }
+    w.end_array();
     w.key("profile").value(profile);
     w.key("kernels").begin_array();  // as in the certificate file's kernel lines; none when not certified
     for (const Claim* c : profile_claims) {
@@ -917,28 +958,42 @@ int main(int argc, char** argv) {
     for (const auto& o : outcomes) by_op[o.c.display_op()].push_back(&o);
     std::ostringstream x;
     x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+    // The verdict (CERTIFIED-with-relaxations included) as a comment: JUnit has no place for it.
+    x << "<!-- deepx-certify verdict: " << xml_escape(certified ? verdict_word : "NOT CERTIFIED") << " -->\n";
     x << "<testsuites name=\"deepx-certify " << xml_escape(plugin_name) << "\" tests=\"" << results << "\" failures=\""
       << failed << "\" time=\"" << total_seconds << "\">\n";
     for (const auto& [op, list] : by_op) {
       size_t f = 0, skipped = 0;
       double t = 0;
+      std::set<std::string> suite_relaxations;  // the relaxations this suite's cases were held to
       for (const auto* o : list) {
         if (is_failure(o->r.status)) ++f;
         if (o->r.status == Status::NotSupported) ++skipped;
+        if (o->r.tolerance.relaxed && !is_failure(o->r.status)) suite_relaxations.insert(o->r.tolerance.source);
         t += o->r.seconds;
       }
       x << "  <testsuite name=\"" << xml_escape(op) << "\" tests=\"" << list.size() << "\" failures=\"" << f
         << "\" errors=\"0\" skipped=\"" << skipped << "\" time=\"" << t << "\">\n";
+      if (!suite_relaxations.empty()) {
+        x << "    <properties>\n";
+        for (const auto& source : suite_relaxations)
+          x << "      <property name=\"RELAXED\" value=\"" << xml_escape(source) << "\"/>\n";
+        x << "    </properties>\n";
+      }
       for (const auto* o : list) {
         x << "    <testcase classname=\"" << xml_escape(op + "." + o->c.dtype) << "\" name=\""
           << xml_escape(o->id + " " + o->c.line()) << "\" time=\"" << o->r.seconds << "\"";
+        const bool relaxed = o->r.tolerance.relaxed && !is_failure(o->r.status);
         if (is_failure(o->r.status)) {
           x << ">\n      <failure type=\"" << status_name(o->r.status) << "\" message=\"" << xml_escape(o->r.reason)
             << "\">" << xml_escape(o->repro) << "</failure>\n    </testcase>\n";
         } else if (o->r.status == Status::NotSupported) {
           x << ">\n      <skipped message=\"" << xml_escape(o->r.reason) << "\"/>\n    </testcase>\n";
         } else if (o->r.status == Status::Mistrusted) {
-          x << ">\n      <system-out>MISTRUSTED: " << xml_escape(o->r.reason) << "</system-out>\n    </testcase>\n";
+          x << ">\n      <system-out>MISTRUSTED: " << xml_escape(o->r.reason)
+            << (relaxed ? "\nRELAXED: " + xml_escape(o->r.tolerance.source) : std::string()) << "</system-out>\n    </testcase>\n";
+        } else if (relaxed) {
+          x << ">\n      <system-out>RELAXED: " << xml_escape(o->r.tolerance.source) << "</system-out>\n    </testcase>\n";
         } else {
           x << "/>\n";
         }
@@ -955,7 +1010,7 @@ int main(int argc, char** argv) {
   std::string certificate_note;
   bool certificate_written = false;
   if (certified && !self_check && !so_sha.empty() && counts[Status::HarnessError] == 0) {
-    std::string text = certificate_text(plugin_name, so_sha, kSuiteVersion, profile_claims);
+    std::string text = certificate_text(plugin_name, so_sha, kSuiteVersion, verdict_word, relaxations_used, profile_claims);
     const fs::path tmp = certificate_path.string() + ".tmp";
     {
       std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
@@ -976,9 +1031,13 @@ int main(int argc, char** argv) {
     if (certified && self_check) certificate_note = "no certificate for a self-check of the reference";
     else if (certified) certificate_note = "no certificate: the plugin's library could not be hashed";
   }
-  if (certificate_written)
+  if (certificate_written) {
     std::fprintf(so, "certificate: %s (%zu kernels, sha256 %s)\n", certificate_path.c_str(), profile_claims.size(),
                  so_sha.c_str());
+    if (!relaxations_used.empty())
+      std::fprintf(so, "certificate verdict: %s (%zu relaxations recorded in it)\n", verdict_word.c_str(),
+                   relaxations_used.size());
+  }
   else if (!certificate_note.empty())
     std::fprintf(so, "%s\n", certificate_note.c_str());
 

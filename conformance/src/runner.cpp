@@ -288,6 +288,25 @@ std::vector<uint8_t> read_logical(dx_tensor_t* t, const TensorSpec& spec, const 
   return bytes;
 }
 
+// Guard regions: every output (contiguous ones included) is a view into a larger base tensor
+// with kGuardBytes of sentinel before and after the elements its layout reaches, so a kernel that
+// writes before element 0 or past the last one hits the sentinel, and check_outside_view()
+// reports it (FAIL) instead of the write corrupting the process unseen. 64 bytes keep the view as
+// aligned as the base.
+constexpr int64_t kGuardBytes = 64;
+LayoutPlan guarded(const LayoutPlan& plan, const Shape& logical, DType dtype) {
+  const int64_t guard = std::max<int64_t>(1, kGuardBytes / byte_size(dtype));
+  LayoutPlan p = plan;
+  if (!p.is_view) {
+    p.view_strides = compact_strides(logical);
+    p.elem_offset = 0;
+  }
+  p.base_shape = {numel(plan.base_shape) + 2 * guard};  // the layout's base, flattened, plus guards
+  p.elem_offset += guard;
+  p.is_view = true;
+  return p;
+}
+
 // Checks that the kernel wrote nothing of the output's base tensor outside the view.
 std::string check_outside_view(dx_tensor_t* base_tensor, const TensorSpec& output) {
   std::vector<uint8_t> base(output.base_bytes.size());
@@ -306,11 +325,22 @@ std::string check_outside_view(dx_tensor_t* base_tensor, const TensorSpec& outpu
     }
     if (offset >= 0 && static_cast<size_t>(offset) < covered.size()) covered[static_cast<size_t>(offset)] = true;
   }
+  size_t first = covered.size(), last = 0;  // the view's extent in the base
+  for (size_t e = 0; e < covered.size(); ++e)
+    if (covered[e]) {
+      first = std::min(first, e);
+      last = e;
+    }
   for (size_t e = 0; e < covered.size(); ++e)
     if (!covered[e])
       for (size_t b = 0; b < width; ++b)
-        if (base[e * width + b] != output.base_bytes[e * width + b])
-          return "the kernel wrote base element " + std::to_string(e) + ", outside its output view";
+        if (base[e * width + b] != output.base_bytes[e * width + b]) {
+          const char* where = first == covered.size() ? " (the output is empty: out of bounds)"
+                              : e < first                 ? " (before its first element: out of bounds)"
+                              : e > last                  ? " (past its last element: out of bounds)"
+                                                          : "";
+          return "the kernel wrote base element " + std::to_string(e) + ", outside its output view" + where;
+        }
   return "";
 }
 
@@ -365,10 +395,13 @@ SideOutcome run_side(dx_runtime_t* rt, dx_op_id_t op, int32_t plugin, int32_t de
   return o;
 }
 
-// Runs the plugin with its output aliasing input 0 exactly (same tensor: data, shape and
-// strides), as DX_KERNEL_FLAG_INPLACE allows, and returns input 0's final contents.
-SideOutcome run_in_place(dx_runtime_t* rt, dx_op_id_t op, int32_t plugin, int32_t device, const SpecPtrs& inputs,
-                         const dx_attrs_t* attrs) {
+// Runs the plugin with output `alias_output` being input `alias_input` itself (same tensor:
+// data, shape and strides), as DX_KERNEL_FLAG_INPLACE allows; the other outputs are placed as
+// usual (null ones stay null). Returns every output's final contents (the aliased one read back
+// through the input tensor).
+SideOutcome run_aliased(dx_runtime_t* rt, dx_op_id_t op, int32_t plugin, int32_t device, const SpecPtrs& inputs,
+                        const SpecPtrs& outputs, size_t alias_output, size_t alias_input, const dx_attrs_t* attrs,
+                        bool backward) {
   SideOutcome o;
   std::vector<Placed> placed_inputs(inputs.size());
   std::vector<dx_tensor_t*> in_ptrs(inputs.size(), nullptr);
@@ -377,17 +410,31 @@ SideOutcome run_in_place(dx_runtime_t* rt, dx_op_id_t op, int32_t plugin, int32_
       placed_inputs[i] = place(rt, device, *inputs[i]);
       in_ptrs[i] = placed_inputs[i].kernel_tensor();
     }
-  dx_tensor_t* out_ptr = in_ptrs[0];
+  std::vector<Placed> placed_outputs(outputs.size());
+  std::vector<dx_tensor_t*> out_ptrs(outputs.size(), nullptr);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (i == alias_output) {
+      out_ptrs[i] = in_ptrs[alias_input];
+    } else if (outputs[i]) {
+      placed_outputs[i] = place(rt, device, *outputs[i]);
+      out_ptrs[i] = placed_outputs[i].kernel_tensor();
+    }
+  }
   dx_invoke_options_t opts{};
   opts.struct_size = DX_STRUCT_SIZE(dx_invoke_options_t, plugin_index);
-  opts.flags = DX_INVOKE_FLAG_PLUGIN;
+  opts.flags = DX_INVOKE_FLAG_PLUGIN | (backward ? DX_INVOKE_FLAG_BACKWARD : 0);
   opts.plugin_index = plugin;
-  o.status = dx_invoke_ex(rt, op, in_ptrs.data(), static_cast<int32_t>(in_ptrs.size()), &out_ptr, 1, attrs, &opts);
+  o.status = dx_invoke_ex(rt, op, in_ptrs.data(), static_cast<int32_t>(in_ptrs.size()), out_ptrs.data(),
+                          static_cast<int32_t>(out_ptrs.size()), attrs, &opts);
   if (o.status != DX_OK) {
     o.message = dx_last_error_message();
     return o;
   }
-  o.outputs.push_back(read_logical(out_ptr, *inputs[0], "dx_tensor_read (in-place output)"));
+  o.outputs.resize(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (i == alias_output) o.outputs[i] = read_logical(out_ptrs[i], *inputs[alias_input], "dx_tensor_read (in-place output)");
+    else if (outputs[i]) o.outputs[i] = read_logical(out_ptrs[i], *outputs[i], "dx_tensor_read (output)");
+  }
   return o;
 }
 
@@ -563,14 +610,19 @@ SpecPtrs ptrs(const std::vector<std::optional<TensorSpec>>& v) {
   return p;
 }
 
+// Σ|terms| of a call, computed once and reused by the reruns of the same call (in place).
+struct TermsCache {
+  bool done = false;
+  std::vector<std::vector<double>> terms;
+};
+
 Comparison compare_spec_outputs(const Environment& env, const Prepared& p, const Case& c,
                                  const std::vector<std::optional<TensorSpec>>& call_inputs,
                                  const std::vector<std::optional<TensorSpec>>& call_outputs, const SideOutcome& ref,
-                                 const SideOutcome& got, bool backward, int64_t k, Tolerance& shown) {
+                                 const SideOutcome& got, bool backward, int64_t k, Tolerance& shown,
+                                 TermsCache& cache) {
   Comparison all;
   bool first = true;
-  std::vector<std::vector<double>> terms;
-  bool terms_done = false;
   for (size_t o = 0; o < call_outputs.size(); ++o) {
     if (!call_outputs[o]) continue;
     const DType dt = call_outputs[o]->dtype;
@@ -578,11 +630,11 @@ Comparison compare_spec_outputs(const Environment& env, const Prepared& p, const
     if (first || tol.relaxed) shown = tol;
     const std::vector<double>* t = nullptr;
     if (tol.rule == Rule::ErrorBound) {
-      if (!terms_done) {
-        terms = term_sums(env, p.op_id, p.ref_device, c.op, p.sig, call_inputs, call_outputs, p.attrs.get(), backward);
-        terms_done = true;
+      if (!cache.done) {
+        cache.terms = term_sums(env, p.op_id, p.ref_device, c.op, p.sig, call_inputs, call_outputs, p.attrs.get(), backward);
+        cache.done = true;
       }
-      if (!terms[o].empty()) t = &terms[o];
+      if (!cache.terms[o].empty()) t = &cache.terms[o];
     }
     // A mean's terms are x / K but its accumulator holds the plain sum.
     const double overflow_scale = !backward && (c.op == "dx.mean" || c.op == "dx.avg_pool2d") ? static_cast<double>(k) : 1.0;
@@ -664,7 +716,7 @@ CaseResult run_forward(const Environment& env, const Case& c, Prepared& p) {
   std::vector<std::optional<TensorSpec>> outputs;
   for (const auto& o : p.outputs) {
     TensorSpec t = *o;
-    t.plan = plan_layout(t.logical, c.out_layout);
+    t.plan = guarded(plan_layout(t.logical, c.out_layout), t.logical, t.dtype);
     t.base_bytes.assign(static_cast<size_t>(numel(t.plan.base_shape)) * static_cast<size_t>(byte_size(t.dtype)), 0xA5);
     outputs.emplace_back(std::move(t));
   }
@@ -694,7 +746,8 @@ CaseResult run_forward(const Environment& env, const Case& c, Prepared& p) {
   }
 
   const int64_t k = accumulation_length(c.op, c.shapes, c.attrs);
-  r.comparison = compare_spec_outputs(env, p, c, p.inputs, outputs, ref, got, false, k, r.tolerance);
+  TermsCache terms;
+  r.comparison = compare_spec_outputs(env, p, c, p.inputs, outputs, ref, got, false, k, r.tolerance, terms);
   // Inputs updated in place (batch_norm's running stats) must end the same on both sides.
   for (size_t m = 0; m < mutable_inputs.size() && m < ref.mutated.size() && m < got.mutated.size(); ++m) {
     const TensorSpec& in = *p.inputs[static_cast<size_t>(mutable_inputs[m])];
@@ -709,7 +762,8 @@ CaseResult run_forward(const Environment& env, const Case& c, Prepared& p) {
   const auto& in0 = p.inputs.empty() ? std::optional<TensorSpec>{} : p.inputs[0];
   if (r.comparison.pass && (p.claim->flags & DX_KERNEL_FLAG_INPLACE) && outputs.size() == 1 && in0 &&
       out0->dtype == in0->dtype && out0->logical == in0->logical && c.layouts[0].rfind("broadcast", 0) != 0) {
-    SideOutcome alias = run_in_place(env.runtime, p.op_id, env.plugin_index, p.plugin_device, ptrs(p.inputs), p.attrs.get());
+    SideOutcome alias = run_aliased(env.runtime, p.op_id, env.plugin_index, p.plugin_device, ptrs(p.inputs),
+                                    ptrs(outputs), 0, 0, p.attrs.get(), false);
     r.in_place_checked = true;
     if (alias.status != DX_OK) {
       r.status = Status::Fail;
@@ -719,7 +773,7 @@ CaseResult run_forward(const Environment& env, const Case& c, Prepared& p) {
     SideOutcome as_got;
     as_got.outputs = alias.outputs;
     Tolerance ignored;
-    Comparison in_place = compare_spec_outputs(env, p, c, p.inputs, outputs, ref, as_got, false, k, ignored);
+    Comparison in_place = compare_spec_outputs(env, p, c, p.inputs, outputs, ref, as_got, false, k, ignored, terms);
     if (!in_place.pass) {
       r.comparison = in_place;
       r.status = Status::Fail;
@@ -809,7 +863,7 @@ CaseResult run_backward(const Environment& env, const Case& c, Prepared& p) {
       continue;
     }
     TensorSpec t = contiguous_output(p.inputs[i]->logical, p.inputs[i]->dtype);
-    t.plan = plan_layout(t.logical, c.out_layout);
+    t.plan = guarded(plan_layout(t.logical, c.out_layout), t.logical, t.dtype);
     t.base_bytes.assign(static_cast<size_t>(numel(t.plan.base_shape)) * static_cast<size_t>(byte_size(t.dtype)), 0xA5);
     grads.emplace_back(std::move(t));
   }
@@ -831,9 +885,65 @@ CaseResult run_backward(const Environment& env, const Case& c, Prepared& p) {
   r.reference_seconds = ref.seconds;
   r.plugin_seconds = got.seconds;
   if (decide_errors(c, p.claim, ref, got, r)) return r;
+
+  // The flags describe the kernel, backward included: a backward that claims determinism must
+  // give the same bits on a second run.
+  if (p.claim->flags & DX_KERNEL_FLAG_DETERMINISTIC) {
+    SideOutcome again = run_side(env.runtime, p.op_id, env.plugin_index, p.plugin_device, ptrs(call_inputs),
+                                 ptrs(grads), p.attrs.get(), true);
+    r.determinism_checked = true;
+    if (again.status != DX_OK || again.outputs != got.outputs) {
+      r.status = Status::Fail;
+      r.reason = again.status != DX_OK ? "backward: a second run returned " + status_text(again.status, again.message)
+                                       : std::string("backward: a second run gave different bits, but the kernel "
+                                                     "claims DX_KERNEL_FLAG_DETERMINISTIC");
+      return r;
+    }
+  }
+
   const int64_t k = backward_accumulation(c, p.outputs);
-  r.comparison = compare_spec_outputs(env, p, c, call_inputs, grads, ref, got, true, k, r.tolerance);
+  TermsCache terms;
+  r.comparison = compare_spec_outputs(env, p, c, call_inputs, grads, ref, got, true, k, r.tolerance, terms);
   r.compared = true;
+
+  // A kernel that lets an output alias an input must be right when a gradient does so. The
+  // first wanted floating-point gradient runs aliasing (1) the first output gradient dy when
+  // dtype and shape match (an elementwise backward overwriting dy) and (2) its own forward input
+  // (a gradient overwriting what it differentiates), unless that input is a stride-0 view
+  // (aliasing a broadcast view races). Every wanted gradient must still match the reference.
+  size_t aliased = grads.size();
+  for (size_t i = 0; i < grads.size() && aliased == grads.size(); ++i)
+    if (grads[i] && is_float(grads[i]->dtype)) aliased = i;
+  if (r.comparison.pass && (p.claim->flags & DX_KERNEL_FLAG_INPLACE) && aliased < grads.size()) {
+    const TensorSpec& grad = *grads[aliased];
+    const size_t own_input = p.outputs.size() + aliased;  // call inputs: dy..., x..., y...
+    std::vector<std::pair<size_t, std::string>> aliases;
+    if (call_inputs[0] && call_inputs[0]->dtype == grad.dtype && call_inputs[0]->logical == grad.logical)
+      aliases.emplace_back(0, "the output gradient dy (input 0 of the backward call)");
+    if (own_input < call_inputs.size() && call_inputs[own_input] && call_inputs[own_input]->dtype == grad.dtype &&
+        call_inputs[own_input]->logical == grad.logical && c.layouts[aliased].rfind("broadcast", 0) != 0)
+      aliases.emplace_back(own_input, "its forward input " + std::to_string(aliased));
+    for (const auto& [input, what] : aliases) {
+      SideOutcome alias = run_aliased(env.runtime, p.op_id, env.plugin_index, p.plugin_device, ptrs(call_inputs),
+                                      ptrs(grads), aliased, input, p.attrs.get(), true);
+      r.in_place_checked = true;
+      const std::string label = "backward in place (gradient of input " + std::to_string(aliased) + " aliasing " +
+                                what + ", DX_KERNEL_FLAG_INPLACE): ";
+      if (alias.status != DX_OK) {
+        r.status = Status::Fail;
+        r.reason = label + status_text(alias.status, alias.message);
+        return r;
+      }
+      Tolerance ignored;
+      const Comparison in_place = compare_spec_outputs(env, p, c, call_inputs, grads, ref, alias, true, k, ignored, terms);
+      if (!in_place.pass) {
+        r.comparison = in_place;
+        r.status = Status::Fail;
+        r.reason = label + in_place.reason;
+        return r;
+      }
+    }
+  }
   finish(r, c, grads[first_grad]->dtype, ref.outputs[first_grad], numel(grads[first_grad]->logical));
   return r;
 }

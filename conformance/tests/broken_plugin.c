@@ -25,6 +25,15 @@
  *                    output): CRASH on the "unwanted gradient" case;
  *   dx.embedding (f32, i64) never checks its indices (it wraps them, so it reads nothing out
  *                    of bounds): PASS in range, FAIL where the reference returns OUT_OF_RANGE;
+ *   dx.sum f32       (the nondeterministic forward above) has a backward that is right but adds
+ *                    1 ulp to element 0 on every other call, under the kernel's
+ *                    DX_KERNEL_FLAG_DETERMINISTIC: FAIL on the backward determinism rerun;
+ *   dx.sigmoid f32   forward right (compact tensors, safe in place), DX_KERNEL_FLAG_INPLACE, and
+ *                    a backward that zero-fills its gradient before reading dy: right unless the
+ *                    gradient aliases dy, so FAIL on the backward in-place rerun;
+ *   dx.abs f32       right for compact tensors but writes one element past the end of its
+ *                    output when it has 13 elements: FAIL (the guard region after every output
+ *                    catches it);
  * and its init segfaults when DEEPX_CERTIFY_BROKEN_CRASH_IN_INIT is set.
  */
 #include <math.h>
@@ -188,6 +197,45 @@ static dx_error_t* careless_maximum_backward(const dx_kernel_call_t* call) {
   return NULL;
 }
 
+/* Backward of the all-axes sum: inputs dy (one element), x, y; output dx = dy everywhere. */
+static dx_error_t* nondeterministic_sum_backward(const dx_kernel_call_t* call) {
+  static int calls = 0;
+  if (call->outputs[0] == NULL) return NULL;
+  const int64_t n = numel_of(call->outputs[0]);
+  const float dy = data_of(call->inputs[0])[0];
+  for (int64_t i = 0; i < n; ++i) data_of(call->outputs[0])[i] = dy;
+  if (n > 0 && (++calls & 1) == 0) data_of(call->outputs[0])[0] = nextafterf(dy, INFINITY);
+  return NULL;
+}
+
+static dx_error_t* plain_sigmoid(const dx_kernel_call_t* call) {
+  const int64_t n = numel_of(call->outputs[0]);
+  for (int64_t i = 0; i < n; ++i)
+    data_of(call->outputs[0])[i] = (float)(1.0 / (1.0 + exp(-(double)data_of(call->inputs[0])[i])));
+  return NULL;
+}
+
+/* Backward inputs: dy, x, y; output: dx = dy * y * (1 - y). Zero-fills dx first: right unless
+ * dx is dy itself (then every dy it reads is already 0). */
+static dx_error_t* alias_unsafe_sigmoid_backward(const dx_kernel_call_t* call) {
+  if (call->outputs[0] == NULL) return NULL;
+  const int64_t n = numel_of(call->outputs[0]);
+  float* dx = data_of(call->outputs[0]);
+  for (int64_t i = 0; i < n; ++i) dx[i] = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const double dy = data_of(call->inputs[0])[i], y = data_of(call->inputs[2])[i];
+    dx[i] += (float)(dy * y * (1.0 - y));
+  }
+  return NULL;
+}
+
+static dx_error_t* overrunning_abs(const dx_kernel_call_t* call) {
+  const int64_t n = numel_of(call->outputs[0]);
+  for (int64_t i = 0; i < n; ++i) data_of(call->outputs[0])[i] = fabsf(data_of(call->inputs[0])[i]);
+  if (n == 13) data_of(call->outputs[0])[n] = 42.0f; /* one past the end: out of bounds */
+  return NULL;
+}
+
 static dx_error_t* unchecked_embedding(const dx_kernel_call_t* call) {
   const DLTensor* w = call->inputs[0];
   const DLTensor* idx = call->inputs[1];
@@ -201,7 +249,8 @@ static dx_error_t* unchecked_embedding(const dx_kernel_call_t* call) {
 }
 
 static dx_error_t* register_signature(const dx_host_t* host, dx_host_context_t* context, const char* op, int inputs,
-                                      const DLDataType* dtypes, dx_kernel_fn fn, dx_kernel_fn backward) {
+                                      const DLDataType* dtypes, dx_kernel_fn fn, dx_kernel_fn backward,
+                                      dx_kernel_flags_t flags) {
   dx_kernel_desc_t desc;
   memset(&desc, 0, sizeof desc);
   desc.struct_size = DX_STRUCT_SIZE(dx_kernel_desc_t, cost);
@@ -212,6 +261,7 @@ static dx_error_t* register_signature(const dx_host_t* host, dx_host_context_t* 
   desc.dtypes = dtypes;
   desc.forward = fn;
   desc.backward = backward;
+  desc.flags = flags;
   return host->register_kernel(context, &desc);
 }
 
@@ -227,7 +277,7 @@ static dx_error_t* register_one(const dx_host_t* host, dx_host_context_t* contex
   desc.num_outputs = 1;
   desc.dtypes = f32;
   desc.forward = fn;
-  desc.flags = fn == flaky_copy || fn == nondeterministic_sum ? DX_KERNEL_FLAG_DETERMINISTIC : fn == plain_exp ? DX_KERNEL_FLAG_INPLACE : 0;
+  desc.flags = fn == flaky_copy ? DX_KERNEL_FLAG_DETERMINISTIC : fn == plain_exp ? DX_KERNEL_FLAG_INPLACE : 0;
   return host->register_kernel(context, &desc);
 }
 
@@ -247,14 +297,21 @@ static dx_error_t* broken_init(const dx_host_t* host, dx_host_context_t* context
   if ((e = register_one(host, context, "dx.mul", 2, crashing_mul))) return e;
   if ((e = register_one(host, context, "dx.sub", 2, hanging_sub))) return e;
   if ((e = register_one(host, context, "dx.div", 2, aborting_div))) return e;
-  if ((e = register_one(host, context, "dx.sum", 1, nondeterministic_sum))) return e;
   if ((e = register_one(host, context, "dx.max", 1, nan_swallowing_max))) return e;
+  if ((e = register_one(host, context, "dx.abs", 1, overrunning_abs))) return e;
   {
     static const DLDataType f32[3] = {{kDLFloat, 32, 1}, {kDLFloat, 32, 1}, {kDLFloat, 32, 1}};
     static const DLDataType f32_i64[3] = {{kDLFloat, 32, 1}, {kDLInt, 64, 1}, {kDLFloat, 32, 1}};
-    if ((e = register_signature(host, context, "dx.tanh", 1, f32, plain_tanh, wrong_tanh_backward))) return e;
-    if ((e = register_signature(host, context, "dx.maximum", 2, f32, plain_maximum, careless_maximum_backward))) return e;
-    if ((e = register_signature(host, context, "dx.embedding", 2, f32_i64, unchecked_embedding, NULL))) return e;
+    if ((e = register_signature(host, context, "dx.sum", 1, f32, nondeterministic_sum, nondeterministic_sum_backward,
+                                DX_KERNEL_FLAG_DETERMINISTIC)))
+      return e;
+    if ((e = register_signature(host, context, "dx.tanh", 1, f32, plain_tanh, wrong_tanh_backward, 0))) return e;
+    if ((e = register_signature(host, context, "dx.maximum", 2, f32, plain_maximum, careless_maximum_backward, 0)))
+      return e;
+    if ((e = register_signature(host, context, "dx.embedding", 2, f32_i64, unchecked_embedding, NULL, 0))) return e;
+    if ((e = register_signature(host, context, "dx.sigmoid", 1, f32, plain_sigmoid, alias_unsafe_sigmoid_backward,
+                                DX_KERNEL_FLAG_DETERMINISTIC | DX_KERNEL_FLAG_INPLACE)))
+      return e;
   }
   return NULL;
 }

@@ -211,6 +211,22 @@ TEST(CertifyTolerances, ClassesOfTheSecondOpSetAndBackward) {
   for (const auto& r : relaxations()) EXPECT_GT(std::string(r.reason).size(), 20u) << r.op;  // a reason is mandatory
 }
 
+// The production core applies exactly the published relaxations (the test-only table of
+// deepx-certify-relaxation-fixture is linked nowhere else), and a relaxation names itself the
+// same way in the case's threshold source, the reports and the certificate.
+TEST(CertifyTolerances, ProductionAppliesThePublishedRelaxationsOnly) {
+  EXPECT_EQ(&relaxations(), &published_relaxations());
+  for (const auto& r : published_relaxations()) {
+    const Tolerance t = tolerance_for(r.op, *dtype_from_name(std::string(r.dtypes).substr(0, std::string(r.dtypes).find(','))),
+                                      "real", std::string(r.direction) == "backward");
+    EXPECT_TRUE(t.relaxed);
+    EXPECT_EQ(t.source, relaxation_source(r));
+  }
+  const Relaxation example{"dx.exp", "f32", "forward", Rule::Ulp, 8, 0, 0, 0, 0, 0, "a reason a reviewer can check"};
+  EXPECT_EQ(relaxation_title(example), "dx.exp f32 forward <= 8 ulp");
+  EXPECT_EQ(relaxation_source(example), "relaxation dx.exp f32 forward <= 8 ulp: a reason a reviewer can check");
+}
+
 TEST(CertifyTolerances, PublishedPageMatchesTheTable) {
   std::ifstream in(DEEPX_TOLERANCES_DOC);
   ASSERT_TRUE(in) << DEEPX_TOLERANCES_DOC;

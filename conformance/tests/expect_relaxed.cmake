@@ -1,0 +1,152 @@
+# The RELAXED path end to end (test certify_relaxation_end_to_end):
+#   cmake -DSTRICT=<deepx-certify> -DRELAXED=<deepx-certify-relaxation-fixture> -DPLUGIN=<relaxed fixture .so>
+#         -DCHECK=<deepx_conformance_certificate_check> -DOUT=<dir> -P expect_relaxed.cmake
+# 1. deepx-certify (the published table) refuses the fixture: exit 1, NOT CERTIFIED, its dx.exp
+#    f32 cases FAIL outside 4 ulp, nothing RELAXED, no certificate.
+# 2. The fixture runner (the same runner linked with one test-only relaxation) certifies it:
+#    exit 0, CERTIFIED-with-relaxations, and the relaxation with its written reason is in the
+#    terminal output, report.json, junit.xml, report.html and the certificate; the tolerance
+#    table's hash differs from the published one.
+# 3. The host accepts that certificate (VALID, every kernel line certified): trust-gated
+#    dispatch runs kernels certified with relaxations (the certificate records the verdict).
+set(reason "TEST FIXTURE ONLY \\(deepx-certify-relaxation-fixture\\): dx.exp f32 may be 8 ulp off")
+set(args "${PLUGIN}" --ops dx.exp --quiet)
+
+function(expect_match text re what)
+  if(NOT text MATCHES "${re}")
+    message(FATAL_ERROR "${what} does not match '${re}'")
+  endif()
+endfunction()
+
+# ---- 1. the published table: FAIL ----
+file(REMOVE_RECURSE "${OUT}/strict")
+execute_process(COMMAND "${STRICT}" ${args} --out "${OUT}/strict" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("---- deepx-certify (published table) ----\n${out}")
+if(NOT rc EQUAL 1)
+  message(FATAL_ERROR "deepx-certify exited ${rc}, expected 1 (not certified)\n${err}")
+endif()
+expect_match("${out}" "verdict: NOT CERTIFIED \\([1-9][0-9]* failures\\)" "deepx-certify's output")
+expect_match("${out}" "FAIL [0-9a-f]+: [0-9]+ of [0-9]+ elements outside <= 4 ulp" "deepx-certify's output")
+if(out MATCHES "RELAXED")
+  message(FATAL_ERROR "deepx-certify reported a RELAXED item: the published table has none")
+endif()
+file(READ "${OUT}/strict/report.json" strict)
+string(JSON strict_verdict GET "${strict}" verdict)
+string(JSON strict_hash GET "${strict}" tolerance_table_sha256)
+string(JSON strict_relaxed LENGTH "${strict}" relaxed)
+string(JSON strict_fail GET "${strict}" totals FAIL)
+string(JSON strict_relaxations LENGTH "${strict}" tolerance_table relaxations)
+if(NOT strict_verdict STREQUAL "NOT CERTIFIED" OR NOT strict_relaxed EQUAL 0 OR strict_fail LESS 1
+   OR NOT strict_relaxations EQUAL 0)
+  message(FATAL_ERROR "strict report.json: verdict '${strict_verdict}', ${strict_relaxed} relaxed items, "
+                      "${strict_fail} FAIL, ${strict_relaxations} relaxations in the table")
+endif()
+# The fixture's only defect is the ulp error: every strict failure is exactly that.
+string(JSON n LENGTH "${strict}" cases)
+math(EXPR last "${n} - 1")
+foreach(i RANGE ${last})
+  string(JSON status GET "${strict}" cases ${i} status)
+  if(status STREQUAL "FAIL")
+    string(JSON why GET "${strict}" cases ${i} reason)
+    expect_match("${why}" "^[0-9]+ of [0-9]+ elements outside <= 4 ulp; .* \\([5-6] ulp, " "strict report.json case ${i} reason")
+  elseif(NOT status STREQUAL "PASS" AND NOT status STREQUAL "MISTRUSTED")
+    message(FATAL_ERROR "strict report.json case ${i}: status ${status}")
+  endif()
+endforeach()
+if(EXISTS "${OUT}/strict/certificate")
+  message(FATAL_ERROR "deepx-certify wrote a certificate for a plugin it did not certify")
+endif()
+
+# ---- 2. the same runner with one test-only relaxation: CERTIFIED-with-relaxations ----
+file(REMOVE_RECURSE "${OUT}/relaxed")
+file(MAKE_DIRECTORY "${OUT}/relaxed/certs")
+set(certificate "${OUT}/relaxed/certs/certify-relaxed.certificate")
+execute_process(COMMAND "${RELAXED}" ${args} --out "${OUT}/relaxed" --certificate "${certificate}"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("---- deepx-certify-relaxation-fixture ----\n${out}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "the fixture runner exited ${rc}, expected 0 (certified)\n${err}")
+endif()
+expect_match("${out}" "verdict: CERTIFIED-with-relaxations \\(profile: certify-relaxed: 1 ops x 1 dtypes" "terminal")
+expect_match("${out}" "RELAXED \\([1-9][0-9]* cases held to a relaxation" "terminal")
+expect_match("${out}" "relaxation dx.exp f32 forward <= 8 ulp \\([1-9][0-9]* cases\\): ${reason}" "terminal")
+expect_match("${out}" "  RELAXED [0-9a-f]+ dx.exp f32: relaxation dx.exp f32 forward <= 8 ulp: ${reason}" "terminal")
+expect_match("${out}" "failed: 0 " "terminal")
+expect_match("${out}" "certificate verdict: CERTIFIED-with-relaxations \\(1 relaxations recorded in it\\)" "terminal")
+
+file(READ "${OUT}/relaxed/report.json" json)
+string(JSON verdict GET "${json}" verdict)
+string(JSON hash GET "${json}" tolerance_table_sha256)
+string(JSON relaxed_count LENGTH "${json}" relaxed)
+string(JSON relaxed_first GET "${json}" relaxed 0)
+string(JSON applied GET "${json}" relaxations_applied 0 relaxation)
+string(JSON applied_reason GET "${json}" relaxations_applied 0 reason)
+string(JSON applied_cases GET "${json}" relaxations_applied 0 cases)
+string(JSON table_reason GET "${json}" tolerance_table relaxations 0 reason)
+string(JSON cert_verdict GET "${json}" certificate verdict)
+string(JSON cert_relaxation GET "${json}" certificate relaxations 0)
+string(JSON passed GET "${json}" totals PASS)
+string(JSON mistrusted GET "${json}" totals MISTRUSTED)
+math(EXPR passed "${passed} + ${mistrusted}")
+if(NOT verdict STREQUAL "CERTIFIED-with-relaxations" OR NOT cert_verdict STREQUAL "CERTIFIED-with-relaxations")
+  message(FATAL_ERROR "report.json: verdict '${verdict}', certificate verdict '${cert_verdict}'")
+endif()
+if(hash STREQUAL strict_hash OR NOT hash MATCHES "^[0-9a-f]+$")
+  message(FATAL_ERROR "report.json: the tolerance table hash (${hash}) must differ from the published one (${strict_hash})")
+endif()
+if(NOT relaxed_count EQUAL passed OR NOT applied_cases EQUAL relaxed_count OR relaxed_count LESS 1)
+  message(FATAL_ERROR "report.json: ${relaxed_count} relaxed items, ${applied_cases} counted, ${passed} PASS: every passing "
+                      "(or MISTRUSTED) dx.exp f32 case is held to the relaxation")
+endif()
+expect_match("${relaxed_first}" "dx.exp f32: relaxation dx.exp f32 forward <= 8 ulp: ${reason}" "report.json relaxed[0]")
+expect_match("${applied}" "^dx.exp f32 forward <= 8 ulp$" "report.json relaxations_applied[0]")
+expect_match("${applied_reason}" "^${reason}" "report.json relaxations_applied[0].reason")
+expect_match("${table_reason}" "^${reason}" "report.json tolerance_table.relaxations[0].reason")
+expect_match("${cert_relaxation}" "^dx.exp f32 forward <= 8 ulp: ${reason}" "report.json certificate.relaxations[0]")
+# every compared case says which rule held it
+string(JSON ncases LENGTH "${json}" cases)
+math(EXPR last "${ncases} - 1")
+set(relaxed_cases 0)
+foreach(i RANGE ${last})
+  string(JSON status GET "${json}" cases ${i} status)
+  if(status STREQUAL "PASS" OR status STREQUAL "MISTRUSTED")
+    string(JSON case_relaxed GET "${json}" cases ${i} relaxed)
+    string(JSON case_source GET "${json}" cases ${i} threshold_source)
+    if(NOT case_relaxed STREQUAL "ON" AND NOT case_relaxed STREQUAL "true")
+      message(FATAL_ERROR "report.json case ${i}: PASS but not marked relaxed (${case_relaxed})")
+    endif()
+    expect_match("${case_source}" "^relaxation dx.exp f32 forward <= 8 ulp: ${reason}" "report.json case ${i} threshold_source")
+    math(EXPR relaxed_cases "${relaxed_cases} + 1")
+  endif()
+endforeach()
+message("ok: ${relaxed_cases} cases PASS under the relaxation; table hash ${hash} vs published ${strict_hash}")
+
+file(READ "${OUT}/relaxed/junit.xml" junit)
+expect_match("${junit}" "<!-- deepx-certify verdict: CERTIFIED-with-relaxations -->" "junit.xml")
+expect_match("${junit}" "<property name=\"RELAXED\" value=\"relaxation dx.exp f32 forward &lt;= 8 ulp: ${reason}" "junit.xml")
+expect_match("${junit}" "<system-out>RELAXED: relaxation dx.exp f32 forward &lt;= 8 ulp: ${reason}" "junit.xml")
+if(junit MATCHES "<failure")
+  message(FATAL_ERROR "junit.xml has a failure")
+endif()
+
+file(READ "${OUT}/relaxed/report.html" html)
+expect_match("${html}" "CERTIFIED-with-relaxations" "report.html")
+expect_match("${html}" "<h2>RELAXED \\([1-9][0-9]*\\)</h2>" "report.html")
+expect_match("${html}" "<li>RELAXED [0-9a-f]+ dx.exp f32: relaxation dx.exp f32 forward &lt;= 8 ulp: ${reason}" "report.html")
+
+if(NOT EXISTS "${certificate}")
+  message(FATAL_ERROR "no certificate at ${certificate}")
+endif()
+file(READ "${certificate}" cert)
+expect_match("${cert}" "^deepx-certificate 1\nplugin certify-relaxed\nsha256 [0-9a-f]+\nsuite [^\n]+\nverdict CERTIFIED-with-relaxations\n" "the certificate")
+expect_match("${cert}" "\ntolerance_table_sha256 ${hash}\n" "the certificate")
+expect_match("${cert}" "\nrelaxed dx.exp f32 forward <= 8 ulp: ${reason}[^\n]*\n" "the certificate")
+expect_match("${cert}" "\nkernel dx.exp 1 [0-9]+,[0-9]+\n" "the certificate")
+
+# ---- 3. the host accepts it: trust-gated dispatch runs the relaxed-certified kernel ----
+execute_process(COMMAND "${CHECK}" "${PLUGIN}" "${OUT}/relaxed/certs" "${certificate}" CERTIFIED-with-relaxations
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("${out}${err}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "the host does not accept the relaxed certificate")
+endif()
