@@ -1,5 +1,7 @@
-// Backward kernels (the `backward` slots of the F signatures): unary math, broadcasting binary
-// arithmetic, softmax, copy, transpose, cast (F -> F), sum and mean. Calling convention
+// Backward kernels (the `backward` slots of the F signatures): unary math, gelu, clamp,
+// broadcasting binary arithmetic, where, softmax, copy, transpose, cast (F -> F), sum, mean,
+// max, min, prod and dropout (the shape and indexing gradients live in shape.cu and
+// indexing.cu). Calling convention
 // (plugin.h): inputs = the output gradients, the forward inputs, the forward outputs; outputs =
 // the input gradients, a null entry meaning "not wanted". Attributes are the forward call's.
 #include <string>
@@ -7,6 +9,7 @@
 
 #include "backward_fns.h"
 #include "deepx/gpu/backward.h"
+#include "deepx/gpu/extra_ops.h"
 #include "dispatch.h"
 #include "launch.h"
 
@@ -116,8 +119,10 @@ dx_error_t* binary_backward(const dx_kernel_call_t* call) {
     for (int64_t e : *shape) count *= e;
     // Both gradients go through f64 buffers of the output's shape, computed before any
     // gradient is stored (a gradient may alias dy, a or b), then summed to their shapes.
-    Exec::Scratch buffer_a(exec, da ? static_cast<uint64_t>(count) * 8 : 0);
-    Exec::Scratch buffer_b(exec, db ? static_cast<uint64_t>(count) * 8 : 0);
+    // At least one element: an empty broadcast shape still offsets into the buffer (by 0
+    // elements' worth of strides) and pointer arithmetic on null is undefined.
+    Exec::Scratch buffer_a(exec, da ? static_cast<uint64_t>(count > 0 ? count : 1) * 8 : 0);
+    Exec::Scratch buffer_b(exec, db ? static_cast<uint64_t>(count > 0 ? count : 1) * 8 : 0);
     const OperandShape compact{*shape, compact_strides(*shape)};
     const Layout l = make_layout(*shape, {compact, dy.operand(), a.operand(), b.operand()});
     dispatch_float(a.dtype, [&](auto tag) {
@@ -319,7 +324,202 @@ dx_error_t* reduction_backward(const dx_kernel_call_t* call) {
   });
 }
 
+/// where: d cond = zeros, da / db = dy where the condition selects that input, summed to its shape.
+dx_error_t* where_backward(const dx_kernel_call_t* call) {
+  return kernel_entry(call, [&] {
+    expect_arity(call, 5, 3);
+    const View dy = make_view(call->inputs[0], "output gradient 0");
+    const View cond = make_view(call->inputs[1], "forward input 0");
+    const View a = make_view(call->inputs[2], "forward input 1");
+    const View b = make_view(call->inputs[3], "forward input 2");
+    expect_dtype(cond, DType::Bool, "forward input 0");
+    expect_dtype(a, dy.dtype, "forward input 1");
+    expect_dtype(b, dy.dtype, "forward input 2");
+    const auto shape = broadcast_shapes({cond.shape, a.shape, b.shape});
+    if (!shape || *shape != dy.shape) {
+      fail(DX_SHAPE_MISMATCH, DXG_BACKEND_NAME ": where backward: the output gradient does not have the broadcast shape");
+    }
+    const auto dc = grad_output(call, 0, cond, "input gradient 0");
+    const auto da = grad_output(call, 1, a, "input gradient 1");
+    const auto db = grad_output(call, 2, b, "input gradient 2");
+    if (!dc && !da && !db) return;
+    Exec exec(call, dy.device);
+    const int64_t count = dy.count();
+    // At least one element: an empty broadcast shape still offsets into the buffer (by 0
+    // elements' worth of strides) and pointer arithmetic on null is undefined.
+    Exec::Scratch buffer_a(exec, da ? static_cast<uint64_t>(count > 0 ? count : 1) * 8 : 0);
+    Exec::Scratch buffer_b(exec, db ? static_cast<uint64_t>(count > 0 ? count : 1) * 8 : 0);
+    const OperandShape compact{*shape, compact_strides(*shape)};
+    const Layout l = make_layout(*shape, {compact, dy.operand(), cond.operand()});
+    dispatch_float(dy.dtype, [&](auto tag) {
+      using T = tag_t<decltype(tag)>;
+      if (da) {
+        launch_for_each(exec, WhereGradFn<T>{l, static_cast<double*>(buffer_a.get()), dy.data<T>(),
+                                             cond.data<uint8_t>(), true}, count);
+      }
+      if (db) {
+        launch_for_each(exec, WhereGradFn<T>{l, static_cast<double*>(buffer_b.get()), dy.data<T>(),
+                                             cond.data<uint8_t>(), false}, count);
+      }
+    });
+    if (da) reduce_gradient(exec, static_cast<const double*>(buffer_a.get()), *shape, *da);
+    if (db) reduce_gradient(exec, static_cast<const double*>(buffer_b.get()), *shape, *db);
+    if (dc) {
+      const Layout lc = make_layout(dc->shape, {dc->operand()});
+      launch_for_each(exec, FillFn<uint8_t>{lc, dc->data<uint8_t>(), 0}, lc.count);
+    }
+    exec.finish();
+  });
+}
+
+/// gelu and clamp: dx = dy * f'(x).
+template <bool kGelu>
+dx_error_t* pointwise_backward(const dx_kernel_call_t* call) {
+  return kernel_entry(call, [&] {
+    expect_arity(call, 3, 1);
+    const View dy = make_view(call->inputs[0], "output gradient 0");
+    const View x = make_view(call->inputs[1], "forward input 0");
+    expect_dtype(dy, x.dtype, "output gradient 0");
+    expect_same_shape(dy, x, "output gradient 0");
+    const bool tanh_form = kGelu && gelu_uses_tanh(call);
+    const FloatClampBounds bounds = kGelu ? FloatClampBounds{} : float_clamp_bounds(call);
+    const auto dx = grad_output(call, 0, x, "input gradient 0");
+    if (!dx) return;
+    expect_one_device({&dy, &x, &*dx});
+    Exec exec(call, dx->device);
+    const Layout l = make_layout(x.shape, {dx->operand(), dy.operand(), x.operand()});
+    dispatch_float(x.dtype, [&](auto tag) {
+      using T = tag_t<decltype(tag)>;
+      launch_for_each(exec, PointwiseGradFn<T>{l, dx->data<T>(), dy.data<T>(), x.data<T>(), kGelu, tanh_form,
+                                               bounds.has_lo, bounds.has_hi, bounds.lo, bounds.hi}, l.count);
+    });
+    exec.finish();
+  });
+}
+
+/// max (+1), min (-1): the first extreme element per group (block tree), then one thread per
+/// element; prod (0): one thread per reduced group (ProdGradFn).
+template <int kSign>
+dx_error_t* extreme_or_prod_backward(const dx_kernel_call_t* call) {
+  return kernel_entry(call, [&] {
+    expect_arity(call, 3, 1);
+    const View dy = make_view(call->inputs[0], "output gradient 0");
+    const View x = make_view(call->inputs[1], "forward input 0");
+    const View y = make_view(call->inputs[2], "forward output 0");
+    expect_dtype(dy, x.dtype, "output gradient 0");
+    expect_same_shape(y, dy, "forward output 0");
+    const int rank = x.rank();
+    std::vector<bool> reduced(static_cast<size_t>(rank), false);
+    const dx_attr_t* axes = attr_at(call, DX_REDUCE_AXES);
+    if (axes != nullptr && axes->type != DX_ATTR_I64_ARRAY) fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": axes must be an i64 array");
+    if (axes == nullptr || axes->count == 0) {
+      reduced.assign(static_cast<size_t>(rank), true);
+    } else {
+      for (int64_t i = 0; i < axes->count; ++i) {
+        int64_t a = axes->value.i64s[i];
+        if (a < 0) a += rank;
+        if (a < 0 || a >= rank || reduced[static_cast<size_t>(a)]) fail(DX_OUT_OF_RANGE, DXG_BACKEND_NAME ": bad axes");
+        reduced[static_cast<size_t>(a)] = true;
+      }
+    }
+    const bool keepdims = attr_bool(call, DX_REDUCE_KEEPDIMS, "keepdims", false);
+    std::vector<int64_t> expected;
+    for (int d = 0; d < rank; ++d) {
+      const auto u = static_cast<size_t>(d);
+      if (!reduced[u]) expected.push_back(x.shape[u]);
+      else if (keepdims) expected.push_back(1);
+    }
+    if (expected != dy.shape) fail(DX_SHAPE_MISMATCH, DXG_BACKEND_NAME ": reduction backward: wrong gradient shape");
+    const auto dx = grad_output(call, 0, x, "input gradient 0");
+    if (!dx) return;
+    std::vector<int64_t> outer_shape, o_dy, o_x, o_dx, inner_shape, i_x, i_dx;
+    for (int d = 0, k = 0; d < rank; ++d) {
+      const auto u = static_cast<size_t>(d);
+      if (reduced[u]) {
+        inner_shape.push_back(x.shape[u]);
+        i_x.push_back(x.strides[u]);
+        i_dx.push_back(dx->strides[u]);
+        if (keepdims) ++k;
+      } else {
+        outer_shape.push_back(x.shape[u]);
+        o_dy.push_back(dy.strides[static_cast<size_t>(k++)]);
+        o_x.push_back(x.strides[u]);
+        o_dx.push_back(dx->strides[u]);
+      }
+    }
+    Exec exec(call, dx->device);
+    const Layout outer = make_layout(outer_shape, {OperandShape{outer_shape, o_dy}, OperandShape{outer_shape, o_x},
+                                                   OperandShape{outer_shape, o_dx}});
+    const Layout inner = make_layout(inner_shape, {OperandShape{inner_shape, i_x}, OperandShape{inner_shape, i_dx}});
+    if (outer.count > 0 && inner.count > 0 && kSign != 0) {
+      // The first extreme element of each group (argmax/argmin's block tree, whose answer is
+      // the reference's serial one), then every dx element in parallel.
+      Exec::Scratch best(exec, static_cast<uint64_t>(outer.count) * 8);
+      const Layout arg_outer = make_layout(outer_shape, {OperandShape{outer_shape, compact_strides(outer_shape)},
+                                                         OperandShape{outer_shape, o_x}});
+      const Layout arg_inner = make_layout(inner_shape, {OperandShape{inner_shape, i_x}});
+      dispatch_float(x.dtype, [&](auto tag) {
+        using T = tag_t<decltype(tag)>;
+        launch_reduce(exec, ArgReduceFn<T>{arg_outer, arg_inner, x.data<T>(), static_cast<int64_t*>(best.get()), kSign},
+                      outer.count);
+        launch_for_each(exec, ExtremeGradFn<T>{outer, inner, dy.data<T>(), dx->data<T>(),
+                                               static_cast<const int64_t*>(best.get())},
+                        outer.count * inner.count);
+      });
+      exec.finish();
+      return;
+    }
+    if (outer.count > 0 && inner.count > 0) {
+      Exec::Scratch scratch(exec, static_cast<uint64_t>(outer.count * inner.count) * 8);
+      dispatch_float(x.dtype, [&](auto tag) {
+        using T = tag_t<decltype(tag)>;
+        launch_for_each(exec, ProdGradFn<T>{outer, inner, dy.data<T>(), x.data<T>(), dx->data<T>(),
+                                            static_cast<double*>(scratch.get())}, outer.count);
+      });
+      exec.finish();
+      return;
+    }
+    exec.finish();
+  });
+}
+
+/// dropout: inputs dy, d mask (ignored), x, y, mask; dx from the saved mask.
+dx_error_t* dropout_backward(const dx_kernel_call_t* call) {
+  return kernel_entry(call, [&] {
+    expect_arity(call, 5, 1);
+    const View dy = make_view(call->inputs[0], "output gradient 0");
+    const View x = make_view(call->inputs[2], "forward input 0");
+    const View mask = make_view(call->inputs[4], "forward output 1");
+    expect_dtype(dy, x.dtype, "output gradient 0");
+    expect_dtype(mask, DType::Bool, "forward output 1");
+    expect_same_shape(dy, x, "output gradient 0");
+    expect_same_shape(mask, x, "forward output 1");
+    const double p = attr_f64(call, 0, "p", 0.5);
+    if (!(p >= 0.0 && p <= 1.0)) fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": dropout: p must be in [0, 1]");
+    const bool training = attr_bool(call, 3, "training", true);
+    const auto dx = grad_output(call, 0, x, "input gradient 0");
+    if (!dx) return;
+    expect_one_device({&dy, &mask, &*dx});
+    Exec exec(call, dx->device);
+    const Layout l = make_layout(x.shape, {dx->operand(), dy.operand(), mask.operand()});
+    dispatch_float(x.dtype, [&](auto tag) {
+      using T = tag_t<decltype(tag)>;
+      launch_for_each(exec, DropoutGradFn<T>{l, dx->data<T>(), dy.data<T>(), mask.data<uint8_t>(), p, training},
+                      l.count);
+    });
+    exec.finish();
+  });
+}
+
 }  // namespace
+
+dx_kernel_fn dropout_backward_fn() { return &dropout_backward; }
+dx_kernel_fn where_backward_fn() { return &where_backward; }
+dx_kernel_fn gelu_backward_fn() { return &pointwise_backward<true>; }
+dx_kernel_fn clamp_backward_fn() { return &pointwise_backward<false>; }
+dx_kernel_fn max_backward_fn() { return &extreme_or_prod_backward<1>; }
+dx_kernel_fn min_backward_fn() { return &extreme_or_prod_backward<-1>; }
+dx_kernel_fn prod_backward_fn() { return &extreme_or_prod_backward<0>; }
 
 dx_kernel_fn unary_backward_fn(UnaryOp op) {
   switch (op) {

@@ -1,10 +1,14 @@
-// Elementwise kernels: unary math (F; abs/neg/sign also I), binary arithmetic with NumPy
-// broadcasting (F and I), comparisons (all -> bool), where, cast. Bodies in
-// include/deepx/gpu/elementwise.h.
+// Elementwise kernels: unary math (F; abs/neg/sign also I), gelu, clamp (F, I), binary
+// arithmetic with NumPy broadcasting (F and I), comparisons (all -> bool), bool logic,
+// bitwise_not (I, bool), where, cast. Bodies in include/deepx/gpu/elementwise.h and
+// extra_ops.h.
+#include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "backward_fns.h"
 #include "deepx/gpu/elementwise.h"
+#include "deepx/gpu/extra_ops.h"
 #include "dispatch.h"
 #include "launch.h"
 
@@ -160,7 +164,138 @@ dx_error_t* cast_forward(const dx_kernel_call_t* call) {
   });
 }
 
+/// Validates a same-shape unary call (dtype of the output given); returns (out, in) layout.
+Layout unary_layout(const dx_kernel_call_t* call, View& in, View& out, DType out_type) {
+  expect_arity(call, 1, 1);
+  in = make_view(call->inputs[0], "input 0");
+  out = make_view(call->outputs[0], "output 0");
+  expect_dtype(out, out_type, "output 0");
+  expect_same_shape(out, in, "output 0");
+  expect_one_device({&in, &out});
+  return make_layout(out.shape, {out.operand(), in.operand()});
+}
+
+dx_error_t* gelu_forward(const dx_kernel_call_t* call) {
+  return kernel_entry(call, [&] {
+    View in, out;
+    const bool tanh_form = gelu_uses_tanh(call);
+    expect_arity(call, 1, 1);
+    const Layout l = unary_layout(call, in, out, make_view(call->inputs[0], "input 0").dtype);
+    Exec exec(call, out.device);
+    dispatch_float(in.dtype, [&](auto tag) {
+      using T = tag_t<decltype(tag)>;
+      launch_for_each(exec, GeluFn<T>{l, out.data<T>(), in.data<T>(), tanh_form}, l.count);
+    });
+    exec.finish();
+  });
+}
+
+/// An integer clamp bound saturated to the dtype's range: an i64 exactly, an f64 rounded inward
+/// (ceil for min, floor for max); a NaN bound is DX_INVALID_ARGUMENT (the reference's rules).
+bool int_clamp_bound(const dx_kernel_call_t* call, int slot, const char* name, DType t, bool lower, int64_t& out) {
+  const dx_attr_t* a = attr_at(call, slot);
+  if (a == nullptr) return false;
+  int64_t lo = 0, hi = 0;
+  switch (t) {
+    case DType::I64: lo = INT64_MIN; hi = INT64_MAX; break;
+    case DType::I32: lo = INT32_MIN; hi = INT32_MAX; break;
+    case DType::I16: lo = INT16_MIN; hi = INT16_MAX; break;
+    case DType::I8: lo = INT8_MIN; hi = INT8_MAX; break;
+    default: lo = 0; hi = 255; break;
+  }
+  if (a->type == DX_ATTR_I64) {
+    out = a->value.i64 < lo ? lo : (a->value.i64 > hi ? hi : a->value.i64);
+    return true;
+  }
+  if (a->type != DX_ATTR_F64) fail(DX_INVALID_ARGUMENT, std::string(DXG_BACKEND_NAME ": clamp: ") + name + " must be an i64 or f64");
+  const double v = a->value.f64;
+  if (v != v) fail(DX_INVALID_ARGUMENT, std::string(DXG_BACKEND_NAME ": clamp: ") + name + " is NaN on an integer tensor");
+  out = saturate_to_int(lower ? std::ceil(v) : std::floor(v), t);
+  return true;
+}
+
+dx_error_t* clamp_forward(const dx_kernel_call_t* call) {
+  return kernel_entry(call, [&] {
+    expect_arity(call, 1, 1);
+    View in, out;
+    const Layout l = unary_layout(call, in, out, make_view(call->inputs[0], "input 0").dtype);
+    if (dtype_is_float(in.dtype)) {
+      const FloatClampBounds b = float_clamp_bounds(call);
+      Exec exec(call, out.device);
+      dispatch_float(in.dtype, [&](auto tag) {
+        using T = tag_t<decltype(tag)>;
+        launch_for_each(exec, ClampFloatFn<T>{l, out.data<T>(), in.data<T>(), b.has_lo, b.has_hi, b.lo, b.hi}, l.count);
+      });
+      exec.finish();
+      return;
+    }
+    int64_t lo = 0, hi = 0;
+    const bool has_lo = int_clamp_bound(call, DX_CLAMP_MIN, "min", in.dtype, true, lo);
+    const bool has_hi = int_clamp_bound(call, DX_CLAMP_MAX, "max", in.dtype, false, hi);
+    Exec exec(call, out.device);
+    dispatch_int(in.dtype, [&](auto tag) {
+      using T = tag_t<decltype(tag)>;
+      launch_for_each(exec, ClampIntFn<T>{l, out.data<T>(), in.data<T>(), has_lo, has_hi, lo, hi}, l.count);
+    });
+    exec.finish();
+  });
+}
+
+/// bitwise_not (I and bool) and logical_not (bool).
+template <bool kLogical>
+dx_error_t* not_forward(const dx_kernel_call_t* call) {
+  return kernel_entry(call, [&] {
+    expect_arity(call, 1, 1);
+    View in, out;
+    const Layout l = unary_layout(call, in, out, make_view(call->inputs[0], "input 0").dtype);
+    if (kLogical) expect_dtype(in, DType::Bool, "input 0");
+    Exec exec(call, out.device);
+    if (in.dtype == DType::Bool) {
+      launch_for_each(exec, NotFn<uint8_t>{l, out.data<uint8_t>(), in.data<uint8_t>(), true}, l.count);
+    } else {
+      dispatch_int(in.dtype, [&](auto tag) {
+        using T = tag_t<decltype(tag)>;
+        launch_for_each(exec, NotFn<T>{l, out.data<T>(), in.data<T>(), false}, l.count);
+      });
+    }
+    exec.finish();
+  });
+}
+
+template <LogicOp op>
+dx_error_t* logic_forward(const dx_kernel_call_t* call) {
+  return kernel_entry(call, [&] {
+    View a, b, out;
+    const Layout l = binary_layout(call, a, b, out, true);
+    expect_dtype(a, DType::Bool, "input 0");
+    Exec exec(call, out.device);
+    launch_for_each(exec, LogicFn{l, out.data<uint8_t>(), a.data<uint8_t>(), b.data<uint8_t>(), op}, l.count);
+    exec.finish();
+  });
+}
+
 }  // namespace
+
+bool gelu_uses_tanh(const dx_kernel_call_t* call) {
+  const dx_attr_t* a = attr_at(call, 0);
+  if (a == nullptr) return false;
+  if (a->type != DX_ATTR_STRING || a->value.str == nullptr) {
+    fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": gelu: approximate must be a string");
+  }
+  const std::string mode = a->value.str;
+  if (mode == "none") return false;
+  if (mode == "tanh") return true;
+  fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": gelu: approximate must be \"none\" or \"tanh\", got \"" + mode + "\"");
+}
+
+FloatClampBounds float_clamp_bounds(const dx_kernel_call_t* call) {
+  FloatClampBounds b;
+  b.has_lo = attr_at(call, DX_CLAMP_MIN) != nullptr;
+  b.has_hi = attr_at(call, DX_CLAMP_MAX) != nullptr;
+  b.lo = attr_f64(call, DX_CLAMP_MIN, "min", 0.0);
+  b.hi = attr_f64(call, DX_CLAMP_MAX, "max", 0.0);
+  return b;
+}
 
 void register_elementwise_kernels(Registrar& r) {
   const struct {
@@ -225,7 +360,26 @@ void register_elementwise_kernels(Registrar& r) {
   for (const auto& [name, fn] : compares) {
     for (DType d : all_types()) r.add(name, 2, 1, {d, d, DType::Bool}, fn, kDeterministic);
   }
-  for (DType d : all_types()) r.add("dx.where", 3, 1, {DType::Bool, d, d, d}, &where_forward, kInPlace);
+  for (DType d : all_types()) {
+    r.add("dx.where", 3, 1, {DType::Bool, d, d, d}, &where_forward, kInPlace,
+          dtype_is_float(d) ? where_backward_fn() : nullptr);
+  }
+  for (DType d : float_types()) {
+    r.add("dx.gelu", 1, 1, {d, d}, &gelu_forward, kInPlace, gelu_backward_fn());
+    r.add("dx.clamp", 1, 1, {d, d}, &clamp_forward, kInPlace, clamp_backward_fn());
+  }
+  for (DType d : int_types()) {
+    r.add("dx.clamp", 1, 1, {d, d}, &clamp_forward, kInPlace);
+    r.add("dx.bitwise_not", 1, 1, {d, d}, &not_forward<false>, kInPlace);
+  }
+  r.add("dx.bitwise_not", 1, 1, {DType::Bool, DType::Bool}, &not_forward<false>, kInPlace);
+  r.add("dx.logical_not", 1, 1, {DType::Bool, DType::Bool}, &not_forward<true>, kInPlace);
+  const std::pair<const char*, dx_kernel_fn> logic[] = {
+      {"dx.logical_and", &logic_forward<LogicOp::And>},
+      {"dx.logical_or", &logic_forward<LogicOp::Or>},
+      {"dx.logical_xor", &logic_forward<LogicOp::Xor>},
+  };
+  for (const auto& [name, fn] : logic) r.add(name, 2, 1, {DType::Bool, DType::Bool, DType::Bool}, fn, kInPlace);
   for (DType from : all_types()) {
     for (DType to : all_types()) {
       r.add("dx.cast", 1, 1, {from, to}, &cast_forward,

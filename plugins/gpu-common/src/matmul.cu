@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backward_fns.h"
+#include "nn_fns.h"
 #include "deepx/gpu/gemm.h"
 #include "dispatch.h"
 #include "launch.h"
@@ -215,7 +216,8 @@ std::optional<BlasOperand> blas_operand(int64_t rows, int64_t cols, int64_t rs, 
 }
 
 /// Runs the problem on cuBLAS; false when its layout does not fit (the caller falls back).
-bool try_cublas(Exec& exec, const Problem& p) {
+/// `accumulate`: C += A B (beta = 1; dx.linear seeds C with its bias).
+bool try_cublas(Exec& exec, const Problem& p, bool accumulate = false) {
   const GemmShape& s = p.shape;
   if (!blas().error.empty()) {
     // No cuBLAS at run time: the portable GEMM serves every call (said once in the log).
@@ -244,8 +246,8 @@ bool try_cublas(Exec& exec, const Problem& p) {
     case DType::BF16: type = CUDA_R_16BF; compute = CUBLAS_COMPUTE_32F; break;
     default: return false;
   }
-  const double one_d = 1.0, zero_d = 0.0;
-  const float one_f = 1.0f, zero_f = 0.0f;
+  const double one_d = 1.0, zero_d = accumulate ? 1.0 : 0.0;
+  const float one_f = 1.0f, zero_f = accumulate ? 1.0f : 0.0f;
   const void* alpha = p.dtype == DType::F64 ? static_cast<const void*>(&one_d) : &one_f;
   const void* beta = p.dtype == DType::F64 ? static_cast<const void*>(&zero_d) : &zero_f;
   const int64_t esize = dtype_size(p.dtype);
@@ -440,6 +442,23 @@ dx_error_t* matmul_backward(const dx_kernel_call_t* call) {
 }
 
 }  // namespace
+
+bool gemm_on_blas(Exec& exec, DType dtype, const GemmShape& shape, const void* a, const void* b, void* c,
+                  bool accumulate) {
+#if defined(DXG_BACKEND_CUDA)
+  if (exec.state().portable_gemm) return false;
+  Problem p;
+  p.shape = shape;
+  p.dtype = dtype;
+  p.a = static_cast<const char*>(a);
+  p.b = static_cast<const char*>(b);
+  p.c = static_cast<char*>(c);
+  return try_cublas(exec, p, accumulate);
+#else
+  (void)exec, (void)dtype, (void)shape, (void)a, (void)b, (void)c, (void)accumulate;
+  return false;
+#endif
+}
 
 void release_blas(DeviceState& device) {
 #if defined(DXG_BACKEND_CUDA)

@@ -1,5 +1,6 @@
-// Data movement and creation: copy, transpose (a copy through permuted strides), fill, arange.
-// Bit-exact for every dtype: copies move element bytes unchanged.
+// Data movement and creation: copy, transpose (a copy through permuted strides), fill, arange;
+// registers the shape (shape.cu) and indexing (indexing.cu) kernels too. Bit-exact for every
+// dtype: copies move element bytes unchanged.
 #include <cstring>
 #include <string>
 #include <vector>
@@ -87,13 +88,7 @@ dx_error_t* fill_forward(const dx_kernel_call_t* call) {
   return kernel_entry(call, [&] {
     expect_arity(call, 0, 1);
     const View out = make_view(call->outputs[0], "output 0");
-    // The element's bits, computed on the host with the device's own conversion code.
-    uint64_t bits = 0;
-    if (const dx_attr_t* a = attr_at(call, DX_FILL_VALUE)) {
-      if (a->type == DX_ATTR_I64 || a->type == DX_ATTR_BOOL) store_int_wrapping(&bits, out.dtype, a->value.i64);
-      else if (a->type == DX_ATTR_F64) store_from_double(&bits, out.dtype, a->value.f64);
-      else fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": fill: value must be an i64 or an f64");
-    }
+    const uint64_t bits = encode_value_attr(call, DX_FILL_VALUE, out.dtype, "fill");
     Exec exec(call, out.device);
     const Layout l = make_layout(out.shape, {out.operand()});
     dispatch_size(out.dtype, [&](auto tag) {
@@ -135,6 +130,17 @@ dx_error_t* arange_forward(const dx_kernel_call_t* call) {
 
 }  // namespace
 
+uint64_t encode_value_attr(const dx_kernel_call_t* call, int slot, DType type, const char* op) {
+  // The element's bits, computed on the host with the device's own conversion code.
+  uint64_t bits = 0;
+  if (const dx_attr_t* a = attr_at(call, slot)) {
+    if (a->type == DX_ATTR_I64 || a->type == DX_ATTR_BOOL) store_int_wrapping(&bits, type, a->value.i64);
+    else if (a->type == DX_ATTR_F64) store_from_double(&bits, type, a->value.f64);
+    else fail(DX_INVALID_ARGUMENT, std::string(DXG_BACKEND_NAME ": ") + op + ": value must be an i64 or an f64");
+  }
+  return bits;
+}
+
 void register_movement_kernels(Registrar& r) {
   for (DType d : all_types()) {
     const bool f = dtype_is_float(d);
@@ -144,6 +150,8 @@ void register_movement_kernels(Registrar& r) {
   }
   for (DType d : float_types()) r.add("dx.arange", 0, 1, {d}, &arange_forward, kDeterministic);
   for (DType d : int_types()) r.add("dx.arange", 0, 1, {d}, &arange_forward, kDeterministic);
+  register_shape_kernels(r);
+  register_indexing_kernels(r);
 }
 
 }  // namespace deepx::gpu

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "nn_fns.h"
 #include "runtime.h"
 
 #ifndef DEEPX_GPU_PLUGIN_VERSION
@@ -124,6 +125,9 @@ dx_error_t* plugin_init(const dx_host_t* host, dx_host_context_t* context, void*
     register_reduction_kernels(registrar);
     register_matmul_kernels(registrar);
     register_random_kernels(registrar);
+    register_nn_kernels(registrar);
+    register_conv_kernels(registrar);
+    register_attention_kernels(registrar);
     registrar.add(DXG_BACKEND_NAME ".pool_stats", 0, 1, {DType::I64}, &pool_stats_forward, 0);
     host_error = registrar.take_error();
     if (host_error == nullptr) host_error = register_memory_spaces(state);

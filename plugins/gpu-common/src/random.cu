@@ -3,6 +3,7 @@
 // the GPU reproduces the reference's streams exactly, in any launch order.
 #include <string>
 
+#include "backward_fns.h"
 #include "deepx/gpu/philox.h"
 #include "dispatch.h"
 #include "launch.h"
@@ -108,7 +109,7 @@ void register_random_kernels(Registrar& r) {
   for (DType d : float_types()) {
     r.add("dx.uniform", 0, 1, {d}, &random_forward<false>, kDeterministic);
     r.add("dx.normal", 0, 1, {d}, &random_forward<true>, kDeterministic);
-    r.add("dx.dropout", 1, 2, {d, d, DType::Bool}, &dropout_forward, kDeterministic);
+    r.add("dx.dropout", 1, 2, {d, d, DType::Bool}, &dropout_forward, kDeterministic, dropout_backward_fn());
   }
 }
 

@@ -1,9 +1,11 @@
-// Reductions (sum, mean, max, min over `axes`, with `keepdims`) and softmax. Bodies in
-// include/deepx/gpu/reduce.h; one block per output element or softmax row.
+// Reductions (sum, mean, max, min, prod over `axes`, with `keepdims`; argmax, argmin over one
+// `axis` or the flattened tensor) and softmax. Bodies in include/deepx/gpu/reduce.h and
+// extra_ops.h; one block per output element or softmax row.
 #include <string>
 #include <vector>
 
 #include "backward_fns.h"
+#include "deepx/gpu/extra_ops.h"
 #include "deepx/gpu/reduce.h"
 #include "dispatch.h"
 #include "launch.h"
@@ -89,6 +91,115 @@ dx_error_t* reduce_forward(const dx_kernel_call_t* call) {
   });
 }
 
+/// The reduction plan of prod and argmax/argmin: the output's expected shape checked, layouts
+/// over the kept (outer: operand 0 = out, 1 = in) and reduced (inner: operand 0 = in) dims.
+struct ReducePlan {
+  Layout outer, inner;
+};
+
+ReducePlan plan_reduce(const View& in, const View& out, const std::vector<bool>& reduced, bool keepdims) {
+  const int rank = in.rank();
+  std::vector<int64_t> expected, kept_shape, kept_in, kept_out, inner_shape, inner_in;
+  for (int d = 0, k = 0; d < rank; ++d) {
+    const auto u = static_cast<size_t>(d);
+    if (reduced[u]) {
+      if (keepdims) {
+        expected.push_back(1);
+        ++k;
+      }
+      inner_shape.push_back(in.shape[u]);
+      inner_in.push_back(in.strides[u]);
+    } else {
+      expected.push_back(in.shape[u]);
+      kept_shape.push_back(in.shape[u]);
+      kept_in.push_back(in.strides[u]);
+      kept_out.push_back(static_cast<size_t>(k) < out.strides.size() ? out.strides[static_cast<size_t>(k)] : 0);
+      ++k;
+    }
+  }
+  if (expected != out.shape) {
+    fail(DX_SHAPE_MISMATCH, std::string(DXG_BACKEND_NAME ": reduction: output shape ") + shape_string(out.shape) +
+                                ", expected " + shape_string(expected));
+  }
+  ReducePlan p;
+  p.outer = make_layout(kept_shape, {OperandShape{kept_shape, kept_out}, OperandShape{kept_shape, kept_in}});
+  p.inner = make_layout(inner_shape, {OperandShape{inner_shape, inner_in}});
+  return p;
+}
+
+std::vector<bool> reduce_axes_attr(const dx_kernel_call_t* call, int rank) {
+  std::vector<bool> reduced(static_cast<size_t>(rank), false);
+  const dx_attr_t* axes = attr_at(call, DX_REDUCE_AXES);
+  if (axes != nullptr && axes->type != DX_ATTR_I64_ARRAY) {
+    fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": reduction: axes must be an i64 array");
+  }
+  if (axes == nullptr || axes->count == 0) return std::vector<bool>(static_cast<size_t>(rank), true);
+  for (int64_t i = 0; i < axes->count; ++i) {
+    int64_t a = axes->value.i64s[i];
+    if (a < 0) a += rank;
+    if (a < 0 || a >= rank || reduced[static_cast<size_t>(a)]) {
+      fail(DX_OUT_OF_RANGE, DXG_BACKEND_NAME ": reduction: axis " + std::to_string(axes->value.i64s[i]) +
+                                " is out of range or repeated");
+    }
+    reduced[static_cast<size_t>(a)] = true;
+  }
+  return reduced;
+}
+
+dx_error_t* prod_forward(const dx_kernel_call_t* call) {
+  return kernel_entry(call, [&] {
+    expect_arity(call, 1, 1);
+    const View in = make_view(call->inputs[0], "input 0");
+    const View out = make_view(call->outputs[0], "output 0");
+    expect_dtype(out, dtype_is_float(in.dtype) ? in.dtype : DType::I64, "output 0");
+    expect_one_device({&in, &out});
+    const ReducePlan p = plan_reduce(in, out, reduce_axes_attr(call, in.rank()),
+                                     attr_bool(call, DX_REDUCE_KEEPDIMS, "keepdims", false));
+    Exec exec(call, out.device);
+    auto run = [&](auto tag) {
+      using T = tag_t<decltype(tag)>;
+      launch_reduce(exec, ProdFn<T>{p.outer, p.inner, in.data<T>(), out.base, out.dtype}, out.count());
+    };
+    if (dtype_is_float(in.dtype)) dispatch_float(in.dtype, run);
+    else dispatch_int(in.dtype, run);
+    exec.finish();
+  });
+}
+
+template <int kSign>
+dx_error_t* arg_forward(const dx_kernel_call_t* call) {
+  return kernel_entry(call, [&] {
+    expect_arity(call, 1, 1);
+    const View in = make_view(call->inputs[0], "input 0");
+    const View out = make_view(call->outputs[0], "output 0");
+    expect_dtype(out, DType::I64, "output 0");
+    expect_one_device({&in, &out});
+    const int rank = in.rank();
+    // One axis, or the flattened tensor when unset; rank 0 accepts axis 0 / -1 (PyTorch).
+    std::vector<bool> reduced(static_cast<size_t>(rank), true);
+    if (attr_at(call, DX_ARGREDUCE_AXIS) != nullptr) {
+      const int64_t axis = attr_i64(call, DX_ARGREDUCE_AXIS, "axis", 0);
+      const int64_t limit = rank == 0 ? 1 : rank;
+      const int64_t normal = axis < 0 ? axis + limit : axis;
+      if (normal < 0 || normal >= limit) {
+        fail(DX_OUT_OF_RANGE, DXG_BACKEND_NAME ": argmax/argmin: axis " + std::to_string(axis) + " is out of range");
+      }
+      reduced.assign(static_cast<size_t>(rank), false);
+      if (rank > 0) reduced[static_cast<size_t>(normal)] = true;
+    }
+    const ReducePlan p = plan_reduce(in, out, reduced, attr_bool(call, DX_ARGREDUCE_KEEPDIMS, "keepdims", false));
+    if (p.inner.count == 0) fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": argmax/argmin over an empty set");
+    Exec exec(call, out.device);
+    auto run = [&](auto tag) {
+      using T = tag_t<decltype(tag)>;
+      launch_reduce(exec, ArgReduceFn<T>{p.outer, p.inner, in.data<T>(), out.data<int64_t>(), kSign}, out.count());
+    };
+    if (dtype_is_float(in.dtype)) dispatch_float(in.dtype, run);
+    else dispatch_int(in.dtype, run);
+    exec.finish();
+  });
+}
+
 dx_error_t* softmax_forward(const dx_kernel_call_t* call) {
   return kernel_entry(call, [&] {
     expect_arity(call, 1, 1);
@@ -142,12 +253,22 @@ void register_reduction_kernels(Registrar& r) {
       {"dx.min", &reduce_forward<ReduceOp::Min>},
   };
   const ReduceOp codes[] = {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::Min};
-  const dx_kernel_fn backward[] = {sum_backward_fn(), mean_backward_fn(), nullptr, nullptr};
+  const dx_kernel_fn backward[] = {sum_backward_fn(), mean_backward_fn(), max_backward_fn(), min_backward_fn()};
   for (int i = 0; i < 4; ++i) {
     for (DType d : float_types()) r.add(ops[i].first, 1, 1, {d, d}, ops[i].second, kDeterministic, backward[i]);
     for (DType d : int_types()) {
       r.add(ops[i].first, 1, 1, {d, reduce_out_type(codes[i], d)}, ops[i].second, kDeterministic);
     }
+  }
+  for (DType d : float_types()) {
+    r.add("dx.prod", 1, 1, {d, d}, &prod_forward, kDeterministic, prod_backward_fn());
+    r.add("dx.argmax", 1, 1, {d, DType::I64}, &arg_forward<1>, kDeterministic);
+    r.add("dx.argmin", 1, 1, {d, DType::I64}, &arg_forward<-1>, kDeterministic);
+  }
+  for (DType d : int_types()) {
+    r.add("dx.prod", 1, 1, {d, DType::I64}, &prod_forward, kDeterministic);
+    r.add("dx.argmax", 1, 1, {d, DType::I64}, &arg_forward<1>, kDeterministic);
+    r.add("dx.argmin", 1, 1, {d, DType::I64}, &arg_forward<-1>, kDeterministic);
   }
   for (DType d : float_types()) {
     r.add("dx.softmax", 1, 1, {d, d}, &softmax_forward, kDeterministic, softmax_backward_fn());

@@ -184,7 +184,9 @@ class HostPair {
   int32_t device() const { return device_; }
 
   /// Runs `op` pinned to the plugin (on its device) or to the reference (on the CPU) and
-  /// returns each output's bytes, or the status when the call fails.
+  /// returns each output's bytes, or the status when the call fails. `backward`: the op's
+  /// backward kernel (inputs: output gradients, forward inputs, forward outputs; outputs: the
+  /// input gradients).
   struct Outcome {
     dx_status_t status = DX_OK;
     std::string message;
@@ -192,7 +194,7 @@ class HostPair {
   };
   Outcome run(bool on_plugin, const char* op, const std::vector<TensorSpec>& inputs,
               const std::vector<std::pair<dx_dtype_t, std::vector<int64_t>>>& outputs,
-              const dx_attrs_t* attrs) {
+              const dx_attrs_t* attrs, bool backward = false) {
     const int32_t dev = on_plugin ? device_ : ref_device_;
     std::vector<dx_tensor_t*> owned, in, out;
     auto make = [&](const TensorSpec& s) {
@@ -218,7 +220,7 @@ class HostPair {
       check(dx_runtime_op_lookup(runtime_, op, &id), std::string("lookup ") + op);
       dx_invoke_options_t options{};
       options.struct_size = DX_STRUCT_SIZE(dx_invoke_options_t, plugin_index);
-      options.flags = DX_INVOKE_FLAG_PLUGIN;
+      options.flags = DX_INVOKE_FLAG_PLUGIN | (backward ? DX_INVOKE_FLAG_BACKWARD : 0);
       options.plugin_index = on_plugin ? plugin_ : reference_;
       result.status = dx_invoke_ex(runtime_, id, in.data(), static_cast<int32_t>(in.size()), out.data(),
                                    static_cast<int32_t>(out.size()), attrs, &options);

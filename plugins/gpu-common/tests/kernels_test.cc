@@ -344,3 +344,105 @@ TEST(Reduce, Int128ToDoubleRoundsOnce) {
 
 }  // namespace
 }  // namespace deepx::gpu
+
+// ---- bodies of the later op families (extra_ops.h, movement.h) --------------------------------
+
+#include "deepx/gpu/extra_ops.h"
+#include "deepx/gpu/movement.h"
+
+namespace deepx::gpu {
+namespace {
+
+/// One output of a block-tree reduction, phase by phase as reduce_kernel runs it.
+template <class Fn>
+typename Fn::Acc run_block_tree(const Fn& fn, int64_t o) {
+  std::vector<typename Fn::Acc> shared(kReduceThreads);
+  for (int t = 0; t < kReduceThreads; ++t) shared[t] = fn.partial(o, t, kReduceThreads);
+  for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
+    for (int t = 0; t < kReduceThreads; ++t) tree_step(shared.data(), t, stride, fn);
+  }
+  return shared[0];
+}
+
+TEST(ExtraOps, ArgmaxTreeEqualsTheSerialFirstExtreme) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int64_t n = 1 + static_cast<int64_t>(rng() % 2000);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (auto& x : v) x = static_cast<float>(static_cast<int>(rng() % 9));  // many ties
+    if (trial % 3 == 0) v[rng() % v.size()] = NAN;
+    if (trial % 5 == 0) v[rng() % v.size()] = NAN;
+    for (int sign : {1, -1}) {
+      ArgReduceFn<float> fn{};
+      fn.outer = *build_layout({}, {OperandShape{{}, {}}, OperandShape{{}, {}}});
+      fn.inner = *build_layout({n}, {OperandShape{{n}, {1}}});
+      fn.in = v.data();
+      fn.sign = sign;
+      int64_t best = 0;  // the reference's serial rule
+      for (int64_t k = 1; k < n; ++k) {
+        const float b = v[static_cast<size_t>(best)], x = v[static_cast<size_t>(k)];
+        if (std::isnan(b)) break;
+        if (std::isnan(x) || (sign > 0 ? x > b : x < b)) best = k;
+      }
+      ASSERT_EQ(run_block_tree(fn, 0).index, best) << "trial " << trial << " sign " << sign;
+    }
+  }
+}
+
+TEST(ExtraOps, IntegerProdWrapsInAnyOrder) {
+  std::vector<int32_t> v(777);
+  std::mt19937 rng(11);
+  uint64_t serial = 1;
+  for (auto& x : v) {
+    x = static_cast<int32_t>(rng());
+    serial *= static_cast<uint64_t>(static_cast<int64_t>(x));
+  }
+  ProdFn<int32_t> fn{};
+  fn.outer = *build_layout({}, {OperandShape{{}, {}}, OperandShape{{}, {}}});
+  fn.inner = *build_layout({777}, {OperandShape{{777}, {1}}});
+  fn.in = v.data();
+  EXPECT_EQ(run_block_tree(fn, 0), serial);
+}
+
+TEST(ExtraOps, GeluLimitsAndNotOps) {
+  EXPECT_TRUE(std::signbit(gelu_value(-INFINITY, false)) && gelu_value(-INFINITY, false) == 0.0);
+  EXPECT_TRUE(std::signbit(gelu_value(-INFINITY, true)));
+  EXPECT_EQ(gelu_value(INFINITY, false), INFINITY);
+  EXPECT_NEAR(gelu_value(1.0, false), 0.8413447460685429, 1e-15);
+  EXPECT_TRUE(std::isnan(nan_max(NAN, 1.0)) && std::isnan(nan_min(1.0, NAN)));
+  const Layout l = *build_layout({4}, {OperandShape{{4}, {1}}, OperandShape{{4}, {1}}});
+  const uint8_t in[4] = {0, 1, 2, 255};
+  uint8_t out[4] = {};
+  for (int64_t i = 0; i < 4; ++i) NotFn<uint8_t>{l, out, in, true}(i);
+  EXPECT_EQ(std::vector<uint8_t>(out, out + 4), (std::vector<uint8_t>{1, 0, 0, 0}));
+  for (int64_t i = 0; i < 4; ++i) NotFn<uint8_t>{l, out, in, false}(i);
+  EXPECT_EQ(std::vector<uint8_t>(out, out + 4), (std::vector<uint8_t>{255, 254, 253, 0}));
+}
+
+TEST(Movement, AxisSumAddsMatchingIndicesInOrder) {
+  // scatter_add along axis 1 of a (2, 3) i16 tensor with a (2, 4) index: wraps, keeps x.
+  const int16_t x[6] = {1, 2, 3, 4, 5, 6};
+  const int64_t idx[8] = {0, 2, 2, 0, 1, 1, 1, 1};
+  const int16_t src[8] = {10, 20, 32767, 40, 50, 60, 70, 80};
+  int16_t y[6] = {};
+  AxisSpace space{};
+  space.outer = *build_layout({2}, {OperandShape{{2}, {3}}, OperandShape{{2}, {4}}, OperandShape{{2}, {4}},
+                                    OperandShape{{2}, {3}}});
+  space.inner = *build_layout({}, {OperandShape{{}, {}}, OperandShape{{}, {}}, OperandShape{{}, {}},
+                                   OperandShape{{}, {}}});
+  space.extent = 3;
+  uint64_t buffer[6] = {};
+  AxisSumEndsFn ends{space, reinterpret_cast<char*>(y), reinterpret_cast<const char*>(x), buffer, 1, 1,
+                     DType::I16, false};
+  for (int64_t i = 0; i < 6; ++i) ends(i);
+  const AxisSumLinesFn lines{space, reinterpret_cast<const char*>(idx), reinterpret_cast<const char*>(src), buffer,
+                             1, 1, 4, DType::I64, DType::I16, false};
+  for (int64_t line = 0; line < 2; ++line) lines(line);
+  ends.store = true;
+  for (int64_t i = 0; i < 6; ++i) ends(i);
+  const int16_t want[6] = {1 + 10 + 40, 2, static_cast<int16_t>(3 + 20 + 32767), 4, 5 + 50 + 60 + 70 + 80, 6};
+  EXPECT_EQ(std::vector<int16_t>(y, y + 6), std::vector<int16_t>(want, want + 6));
+}
+
+}  // namespace
+}  // namespace deepx::gpu
