@@ -3,11 +3,16 @@
 //   binary (dy, a, b, y)     -> da, db, each summed over the dims where its input broadcasts
 //   where  (dy, c, a, b, y)  -> dc (zeros), da = c ? dy : 0, db = c ? 0 : dy (summed likewise)
 // with the reference's formulas (reference-kernels/src/elementwise.cc, logic.cc, movement.cc)
-// evaluated in f64 and rounded once; see grad.h for the engine.
+// evaluated in f64 and rounded once; see grad.h for the engine. For f32/f16/bf16 the derivatives
+// built on exp, tanh and erf use the vectorisable f64 functions of fast_math.h (exp_f64: 1e-14
+// relative, the erfc behind gelu's cdf: 1e-11) instead of libm calls, so their loops run as
+// SIMD, far inside what those dtypes resolve; f64 gradients keep the reference's libm calls.
 #include <cmath>
+#include <concepts>
 #include <numbers>
 #include <string_view>
 
+#include "fast_math.h"
 #include "grad.h"
 #include "kernels.h"
 
@@ -18,13 +23,33 @@ constexpr double kSqrt2OverPi = 0.7978845608028654;  // sqrt(2 / pi), as the ref
 constexpr double kGeluCubic = 0.044715;
 
 double sigmoid_of(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double fast_sigmoid_of(double x) { return 1.0 / (1.0 + exp_f64(-x)); }
+
+/// tanh for f64 from exp_f64: 1 - 2 / (e^2|x| + 1) with x's sign (absolute error about 1e-16,
+/// which is all 1 - t^2 and 1 + t need); +-Inf give +-1, NaN stays NaN.
+double tanh_of(double x) {
+  const double magnitude = x < 0 ? -x : x;
+  const double t = 1.0 - 2.0 / (exp_f64(2.0 * magnitude) + 1.0);
+  return x < 0 ? -t : t;
+}
+
+/// 0.5 (1 + erf(x / sqrt 2)) from erfc, without the cancellation below 0.
+double normal_cdf(double x) {
+  const double half_erfc = 0.5 * detail::erfc_nonnegative_f64((x < 0 ? -x : x) * 0.70710678118654752);
+  const double cdf = x < 0 ? half_erfc : 1.0 - half_erfc;
+  return (x != x) ? x : cdf;
+}
 
 // ---- unary derivatives (f64 in, f64 out), exactly the reference's formulas ---------------------
 
 struct NegD { static double d(double) { return -1.0; } };
 struct AbsD { static double d(double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); } };
 struct SignD { static double d(double) { return 0.0; } };
-struct ExpD { static double d(double x) { return std::exp(x); } };
+// A `fast` member is the vectorisable form used for f32/f16/bf16 (unary_backward_kernel).
+struct ExpD {
+  static double d(double x) { return std::exp(x); }
+  static double fast(double x) { return exp_f64(x); }
+};
 struct ReluD { static double d(double x) { return x > 0 ? 1.0 : 0.0; } };
 struct ReciprocalD { static double d(double x) { return -1.0 / (x * x); } };
 struct SqrtD { static double d(double x) { return 0.5 / std::sqrt(x); } };
@@ -44,13 +69,22 @@ struct TanhD {
     const double t = std::tanh(x);
     return 1.0 - t * t;
   }
+  static double fast(double x) {
+    const double t = tanh_of(x);
+    return 1.0 - t * t;
+  }
 };
 struct ErfD {
   static double d(double x) { return 2.0 / std::sqrt(std::numbers::pi) * std::exp(-x * x); }
+  static double fast(double x) { return 2.0 / std::sqrt(std::numbers::pi) * exp_f64(-x * x); }
 };
 struct SigmoidD {
   static double d(double x) {
     const double s = sigmoid_of(x);
+    return s * (1.0 - s);
+  }
+  static double fast(double x) {
+    const double s = fast_sigmoid_of(x);
     return s * (1.0 - s);
   }
 };
@@ -59,6 +93,15 @@ struct SiluD {
     const double s = sigmoid_of(x);
     return s * (1.0 + x * (1.0 - s));
   }
+  static double fast(double x) {
+    const double s = fast_sigmoid_of(x);
+    return s * (1.0 + x * (1.0 - s));
+  }
+};
+
+template <class D>
+concept HasFastDerivative = requires(double x) {
+  { D::fast(x) } -> std::same_as<double>;
 };
 
 template <class D>
@@ -106,26 +149,36 @@ void unary_gradient(const dx_kernel_call_t* call, Deriv deriv, int64_t cost) {
 
 template <class T, class D>
 dx_error_t* unary_backward_kernel(const dx_kernel_call_t* call) noexcept {
-  return guard(call->host, [&] { unary_gradient<T>(call, [](double x) { return D::d(x); }, derivative_cost<D>()); });
+  return guard(call->host, [&] {
+    if constexpr (!std::is_same_v<T, double> && HasFastDerivative<D>) {
+      unary_gradient<T>(call, [](double x) { return D::fast(x); }, derivative_cost<D>());
+    } else {
+      unary_gradient<T>(call, [](double x) { return D::d(x); }, derivative_cost<D>());
+    }
+  });
 }
 
+/// The reference's gelu derivative; Fast selects the vectorisable exp/erfc/tanh (f32/f16/bf16).
+template <bool Fast>
 double gelu_derivative(double x, bool tanh_form) {
   if (!tanh_form) {
-    const double cdf = 0.5 * (1.0 + std::erf(x / std::numbers::sqrt2));
-    const double pdf = std::exp(-0.5 * x * x) / std::sqrt(2.0 * std::numbers::pi);
+    const double cdf = Fast ? normal_cdf(x) : 0.5 * (1.0 + std::erf(x / std::numbers::sqrt2));
+    const double pdf = (Fast ? exp_f64(-0.5 * x * x) : std::exp(-0.5 * x * x)) / std::sqrt(2.0 * std::numbers::pi);
     return cdf + x * pdf;
   }
-  const double t = std::tanh(kSqrt2OverPi * (x + kGeluCubic * x * x * x));
+  const double u = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
+  const double t = Fast ? tanh_of(u) : std::tanh(u);
   return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kSqrt2OverPi * (1.0 + 3.0 * kGeluCubic * x * x);
 }
 
 template <class T>
 dx_error_t* gelu_backward_kernel(const dx_kernel_call_t* call) noexcept {
   return guard(call->host, [&] {
+    constexpr bool kFast = !std::is_same_v<T, double>;
     if (gelu_tanh_form(call)) {
-      unary_gradient<T>(call, [](double x) { return gelu_derivative(x, true); }, 64);
+      unary_gradient<T>(call, [](double x) { return gelu_derivative<kFast>(x, true); }, 64);
     } else {
-      unary_gradient<T>(call, [](double x) { return gelu_derivative(x, false); }, 64);
+      unary_gradient<T>(call, [](double x) { return gelu_derivative<kFast>(x, false); }, 64);
     }
   });
 }

@@ -3,11 +3,13 @@
 // silu, gelu, floor, ceil, round, clamp; pow, maximum, minimum; the comparisons; logical
 // and/or/xor/not; bitwise_not; where; cast between every pair of dtypes.
 //
-// Transcendentals compute in f64 with the `std::` function and round once to the output dtype
-// (for f32, f16 and bf16), which is what the reference does: results are the reference's bits
-// wherever both use the same libm, and within the CONFORMANCE.md ulp bounds anyway. (fast_math.h
-// has vectorisable f32 tanh/sigmoid/silu within the ulp limits, not wired in here yet: the unit
-// tests pin these kernels to the f64 result rounded once.) Ops whose
+// Transcendentals compute in f64 with the `std::` function and round once to the output dtype,
+// which is what the reference does, except where fast_math.h has a vectorisable version within
+// the suite's ulp limits (checked by fast_math_test): f32 tanh, sigmoid, silu (f32 functions),
+// and for f32/f16/bf16 log, erf and both gelu forms ("wide" functions: f32 in, f64 out within
+// about 1e-11 relative, rounded once like the reference's f64, so at most 1 ulp apart). gelu
+// inputs below -5, where the reference's 1 + erf / 1 + tanh cancel in f64, take the reference's
+// own libm expression (map_with_exact_tail). Ops whose
 // result is exact (abs, sign, floor, max/min, comparisons, clamp, where, cast) are bit-exact by
 // construction and follow the reference's choices where OPS.md leaves one open (NaN handling,
 // ties of +0/-0, saturation, bool conversions).
@@ -40,7 +42,10 @@ struct Reciprocal { static double f(double x) { return 1.0 / x; } };
 struct Sqrt { static double f(double x) { return std::sqrt(x); } };
 struct Rsqrt { static double f(double x) { return 1.0 / std::sqrt(x); } };
 struct Expm1 { static double f(double x) { return std::expm1(x); } };
-struct Log { static double f(double x) { return std::log(x); } };
+struct Log {
+  static double f(double x) { return std::log(x); }
+  static double wide(float x) { return log_wide(x); }
+};
 struct Log1p { static double f(double x) { return std::log1p(x); } };
 struct Sin { static double f(double x) { return std::sin(x); } };
 struct Cos { static double f(double x) { return std::cos(x); } };
@@ -51,7 +56,10 @@ struct Tanh {
   static double f(double x) { return std::tanh(x); }
   static float f32(float x) { return tanh_f32(x); }
 };
-struct Erf { static double f(double x) { return std::erf(x); } };
+struct Erf {
+  static double f(double x) { return std::erf(x); }
+  static double wide(float x) { return erf_wide(x); }
+};
 struct Sigmoid {
   static double f(double x) { return 1.0 / (1.0 + std::exp(-x)); }
   static float f32(float x) { return sigmoid_f32(x); }
@@ -94,17 +102,80 @@ concept HasF32 = requires(float x) {
   { Fn::f32(x) } -> std::same_as<float>;
 };
 
+// Ops with a `wide` member compute f32/f16/bf16 elements with that vectorisable f32 -> f64
+// function (fast_math.h, about 1e-11 relative), rounded once as the reference rounds its f64.
+template <class Fn>
+concept HasWide = requires(float x) {
+  { Fn::wide(x) } -> std::same_as<double>;
+};
+
 template <class T, class Fn>
 dx_error_t* float_unary_kernel(const dx_kernel_call_t* call) noexcept {
   return guard(call->host, [&] {
     const auto [out, in] = unary_views<T, T>(call);
     if constexpr (std::is_same_v<T, float> && HasF32<Fn>) {
       map_elements<T, T>(out, {&in}, [](float x) { return Fn::f32(x); }, 8);
+    } else if constexpr (!std::is_same_v<T, double> && HasWide<Fn>) {
+      map_elements<T, T>(out, {&in}, [](T x) { return from_f64<T>(Fn::wide(Num<T>::load(x))); }, 8);
     } else {
       map_elements<T, T>(out, {&in}, [](T x) { return from_f64<T>(Fn::f(to_f64(x))); },
                          cost_of<Fn>());
     }
   });
+}
+
+/// out = wide(x) rounded once for f32/f16/bf16 x, except elements below kGeluWideBelow, which
+/// take exact(x) (the reference's libm expression in f64). Blocks of a row are computed by the
+/// vectorised function first, then the few tail elements of the block are overwritten, from a
+/// copy of the block's inputs (out may alias in).
+template <class T, class Wide>
+void map_with_exact_tail(const View& out, const View& in, Wide wide, double (*exact)(double)) {
+  if (out.count() == 0) return;
+  StridedLoop<2> loop;
+  loop.rank = out.rank;
+  for (int d = 0; d < out.rank; ++d) {
+    loop.shape[d] = out.shape[d];
+    loop.strides[0][d] = out.strides[d];
+    loop.strides[1][d] = in.strides[d];
+  }
+  loop.simplify();
+  T* const po = out.data<T>();
+  const T* const px = in.data<const T>();
+  auto row = [&](int64_t n, const int64_t* off, const int64_t* st) {
+    constexpr int64_t kBlock = 256;
+    float xs[kBlock];
+    T* o = po + off[0];
+    const T* x = px + off[1];
+    const int64_t so = st[0], sx = st[1];
+    for (int64_t b = 0; b < n; b += kBlock) {
+      const int64_t m = std::min(kBlock, n - b);
+      int tail = 0;
+      if (sx == 1) {
+#pragma omp simd reduction(| : tail)
+        for (int64_t i = 0; i < m; ++i) {
+          xs[i] = Num<T>::load(x[b + i]);
+          tail |= xs[i] < static_cast<float>(kGeluWideBelow);
+        }
+      } else {
+        for (int64_t i = 0; i < m; ++i) {
+          xs[i] = Num<T>::load(x[(b + i) * sx]);
+          tail |= xs[i] < static_cast<float>(kGeluWideBelow);
+        }
+      }
+      if (so == 1) {
+#pragma omp simd
+        for (int64_t i = 0; i < m; ++i) o[b + i] = from_f64<T>(wide(xs[i]));
+      } else {
+        for (int64_t i = 0; i < m; ++i) o[(b + i) * so] = from_f64<T>(wide(xs[i]));
+      }
+      if (tail != 0) {
+        for (int64_t i = 0; i < m; ++i) {
+          if (xs[i] < static_cast<float>(kGeluWideBelow)) o[(b + i) * so] = from_f64<T>(exact(xs[i]));
+        }
+      }
+    }
+  };
+  for_each_row(loop, row, 8);
 }
 
 /// dx.gelu: attr `approximate` unset / "none" (erf form) or "tanh".
@@ -113,6 +184,14 @@ dx_error_t* gelu_kernel(const dx_kernel_call_t* call) noexcept {
   return guard(call->host, [&] {
     const bool tanh_form = gelu_tanh_form(call);
     const auto [out, in] = unary_views<T, T>(call);
+    if constexpr (!std::is_same_v<T, double>) {
+      if (tanh_form) {
+        map_with_exact_tail<T>(out, in, [](float x) { return gelu_tanh_wide(x); }, &GeluTanh::f);
+      } else {
+        map_with_exact_tail<T>(out, in, [](float x) { return gelu_erf_wide(x); }, &GeluErf::f);
+      }
+      return;
+    }
     if (tanh_form) {
       map_elements<T, T>(out, {&in}, [](T x) { return from_f64<T>(GeluTanh::f(to_f64(x))); }, 32);
     } else {
@@ -447,6 +526,14 @@ dx_error_t* cast_kernel(const dx_kernel_call_t* call) noexcept {
     if constexpr (std::is_same_v<From, To>) {
       using R = Bits<sizeof(From)>;
       map_elements<R, R>(out, {&in}, [](R x) { return x; });
+    } else if constexpr (std::is_same_v<From, float> && std::is_same_v<To, Half>) {
+      // The common narrowing casts through the select forms of fast_math.h (same bits as
+      // convert(), but vectorised).
+      map_elements<uint16_t, float>(out, {&in}, [](float x) { return float_to_half_select(x); });
+    } else if constexpr (std::is_same_v<From, float> && std::is_same_v<To, BFloat16>) {
+      map_elements<uint16_t, float>(out, {&in}, [](float x) { return float_to_bfloat16_select(x); });
+    } else if constexpr (std::is_same_v<From, Half> && std::is_same_v<To, float>) {
+      map_elements<float, uint16_t>(out, {&in}, [](uint16_t x) { return half_to_float_select(x); });
     } else {
       map_elements<To, From>(out, {&in}, [](From x) { return convert<From, To>(x); });
     }

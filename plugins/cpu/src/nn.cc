@@ -536,9 +536,9 @@ int64_t check_labels(const CrossEntropyPlan& p, std::vector<int64_t>& labels) {
 /// log(sum(exp(x))) of one line, max-shifted: NaN with a NaN, the max itself when it is
 /// infinite (all -Inf gives -Inf).
 template <class C>
-double log_sum_exp(const C* x, int64_t n) {
+double log_sum_exp(const C* x, int64_t n, C& m) {
   bool nan = false;
-  const C m = line_max(x, n, nan);
+  m = line_max(x, n, nan);
   if (nan) return std::numeric_limits<double>::quiet_NaN();
   if (std::isinf(m)) return m;
   return static_cast<double>(m) + std::log(blocked_sum<C>(n, [x, m](int64_t i) { return exp_c<C>(x[i] - m); }));
@@ -564,7 +564,8 @@ dx_error_t* cross_entropy_kernel(const dx_kernel_call_t* call) noexcept {
         if (labels[r] == p.ignore_index) continue;  // loss 0, not counted in the mean
         const T* row = px + r * p.row_stride;
         const C* xc = read_run(row, p.class_stride, n, scratch.at(slot));
-        losses[r] = log_sum_exp<C>(xc, n) - load_f64(row[labels[r] * p.class_stride]);
+        C m;
+        losses[r] = log_sum_exp<C>(xc, n, m) - load_f64(row[labels[r] * p.class_stride]);
       }
     });
     T* const po = out.data<T>();
@@ -622,10 +623,19 @@ dx_error_t* cross_entropy_backward(const dx_kernel_call_t* call) noexcept {
             double scale = load_f64(pg[r * gs]);
             if (p.reduction == Reduction::kMean) scale /= static_cast<double>(counted);
             const C* xc = read_run(px + r * p.row_stride, p.class_stride, n, buffer);
-            const double lse = log_sum_exp<C>(xc, n);
+            C m;
+            const double lse = log_sum_exp<C>(xc, n, m);
             const C sc = static_cast<C>(scale);
+            if (std::isfinite(lse) && std::isfinite(static_cast<double>(m))) {
+              // softmax = exp((x - max) - (lse - max)) in the compute type: the argument is
+              // <= 0 and nothing cancels (lse - max = log(sum) >= 0).
+              const C log_sum = static_cast<C>(lse - static_cast<double>(m));
 #pragma omp simd
-            for (int64_t c = 0; c < n; ++c) dc[c] = sc * exp_c<C>(static_cast<C>(static_cast<double>(xc[c]) - lse));
+              for (int64_t c = 0; c < n; ++c) dc[c] = sc * exp_c<C>((xc[c] - m) - log_sum);
+            } else {
+#pragma omp simd
+              for (int64_t c = 0; c < n; ++c) dc[c] = sc * exp_c<C>(static_cast<C>(static_cast<double>(xc[c]) - lse));
+            }
             dc[label] = static_cast<C>(scale * (static_cast<double>(exp_c<C>(static_cast<C>(static_cast<double>(xc[label]) - lse))) - 1.0));
           }
           if (static_cast<void*>(dc) != static_cast<void*>(drow)) store_run(drow, dcs, n, dc);

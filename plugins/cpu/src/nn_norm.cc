@@ -82,9 +82,17 @@ void log_softmax_line(const C* x, C* y, int64_t n) {
     return;
   }
   const double sum = blocked_sum<C>(n, [x, m](int64_t i) { return exp_c<C>(x[i] - m); });
-  const double shift = static_cast<double>(m) + std::log(sum);
+  if (!(m > -std::numeric_limits<C>::infinity() && m < std::numeric_limits<C>::infinity())) {
+    // An infinite max: x - max - log(sum) in f64 gives the reference's NaN / -Inf pattern.
+    const double shift = static_cast<double>(m) + std::log(sum);
+    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<C>(static_cast<double>(x[i]) - shift);
+    return;
+  }
+  // (x - max) - log(sum) in the compute type: both terms are <= 0, so nothing cancels and the
+  // result is within 1.5 ulp (f32) of the f64 value, without f64 conversions in the loop.
+  const C log_sum = static_cast<C>(std::log(sum));
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<C>(static_cast<double>(x[i]) - shift);
+  for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - m) - log_sum;
 }
 
 /// dx = dy - softmax(x) * sum(dy), softmax recomputed from x.
@@ -98,12 +106,20 @@ void log_softmax_grad_line(const C* x, const C* g, C* dx, int64_t n) {
   }
   const double sum = blocked_sum<C>(n, [x, m](int64_t i) { return exp_c<C>(x[i] - m); });
   const double total = blocked_sum<C>(n, [g](int64_t i) { return g[i]; });
-  const double shift = static_cast<double>(m) + std::log(sum);
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const C s = exp_c<C>(static_cast<C>(static_cast<double>(x[i]) - shift));
-    dx[i] = static_cast<C>(static_cast<double>(g[i]) - static_cast<double>(s) * total);
+  if (!(m > -std::numeric_limits<C>::infinity() && m < std::numeric_limits<C>::infinity())) {
+    const double shift = static_cast<double>(m) + std::log(sum);
+    for (int64_t i = 0; i < n; ++i) {
+      const C s = exp_c<C>(static_cast<C>(static_cast<double>(x[i]) - shift));
+      dx[i] = static_cast<C>(static_cast<double>(g[i]) - static_cast<double>(s) * total);
+    }
+    return;
   }
+  // softmax = exp((x - max) - log(sum)) and dx = dy - softmax * sum(dy), in the compute type
+  // (the exp argument is <= 0; its f32 rounding moves s by |argument| * 2^-24 relative).
+  const C log_sum = static_cast<C>(std::log(sum));
+  const C total_c = static_cast<C>(total);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) dx[i] = g[i] - exp_c<C>((x[i] - m) - log_sum) * total_c;
 }
 
 template <class T>
@@ -305,6 +321,9 @@ dx_error_t* layer_norm_kernel(const dx_kernel_call_t* call) noexcept {
     T* const pr = rstd.data<T>();
     const double* const pw = wv.data();
     const double* const pb = bv.data();
+    const std::vector<C> wcv(wv.begin(), wv.end()), bcv(bv.begin(), bv.end());
+    const C* const pwc = wcv.data();
+    const C* const pbc = bcv.data();
     const double eps = s.eps;
     for_parts(s.rows, threads, threads, [&](int64_t, int64_t begin, int64_t end, int slot) {
       C* buffer = scratch.at(slot);
@@ -316,8 +335,19 @@ dx_error_t* layer_norm_kernel(const dx_kernel_call_t* call) noexcept {
           const Moments<C> mo = row_moments<C>(xc, n);
           const double rs = 1.0 / std::sqrt(mo.var + eps);
           const double mu = mo.mean;
+          if (std::is_same_v<C, float> && !mo.wide) {
+            // f32 rows: x_hat = ((x - mc) - delta) * rs in f32 (x - mc is exact near the mean),
+            // then x_hat * w + b. A cancelling w, b pair leaves an absolute error of a few f32
+            // ulps of |x_hat * w|, inside the f32 atol; f64 rows keep the f64 tail.
+            const C mc = mo.mc, delta = mo.delta, rs_c = static_cast<C>(rs);
+            const C* const wc = pwc;
+            const C* const bc = pbc;
 #pragma omp simd
-          for (int64_t i = 0; i < n; ++i) yc[i] = static_cast<C>((static_cast<double>(xc[i]) - mu) * rs * pw[i] + pb[i]);
+            for (int64_t i = 0; i < n; ++i) yc[i] = (((xc[i] - mc) - delta) * rs_c) * wc[i] + bc[i];
+          } else {
+#pragma omp simd
+            for (int64_t i = 0; i < n; ++i) yc[i] = static_cast<C>((static_cast<double>(xc[i]) - mu) * rs * pw[i] + pb[i]);
+          }
           commit_row(yr, ly, yc);
           pm[off[2] + j * st[2]] = store_f64<T>(mo.mean);
           pr[off[3] + j * st[3]] = store_f64<T>(rs);
@@ -338,6 +368,20 @@ void store_partials(const std::vector<double>& partial, int64_t parts, int64_t n
     for (int64_t i = 0; i < n; ++i) total[i] += src[i];
   }
   store_row_f64(grad.data<T>(), row_layout(grad.shape, grad.strides, grad.rank), total.data());
+}
+
+/// dx of one compute-type layer_norm row. Built without FMA contraction: g * w - a must cancel
+/// exactly where a row has no spread (a one-element row, a constant row: a is then the rounded
+/// g * w itself), and a fused g * w - a would leave the product's rounding error, which rs
+/// (up to 1 / sqrt(eps)) then magnifies past the tolerance (seen under -march=native).
+template <class C>
+[[gnu::optimize("fp-contract=off")]] void layer_norm_dx_row(const C* xc, const C* gc, const C* pw, int64_t n, C mc,
+                                                            C delta, C r, C ac, C bc, C c1, C c2, C* dc) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const C d = (xc[i] - mc) - delta;
+    dc[i] = r * (gc[i] * pw[i] - ac - d * r * bc) + c1 - c2 * d;
+  }
 }
 
 template <class T>
@@ -414,17 +458,26 @@ dx_error_t* layer_norm_backward(const dx_kernel_call_t* call) noexcept {
               layer_norm_grad_wide<C>(xc, gc, pw, n, mo.mean, rs, gm, gr, dc, part_dw, part_db);
             } else {
               const C r = static_cast<C>(rs), mc = mo.mc, delta = mo.delta;
-              const double a = blocked_sum<C>(n, [gc, pw](int64_t i) { return gc[i] * pw[i]; }) * inv_n;
-              const double bq = blocked_sum<C>(n, [gc, pw, xc, mc, delta, r](int64_t i) {
-                                  return gc[i] * pw[i] * (((xc[i] - mc) - delta) * r);
-                                }) * inv_n;
-              if (part_dw != nullptr) {
+              // Both row sums in one pass (the same blocked f32-into-f64 sums as two passes).
+              double a = 0, bq = 0;
+              blocked_sum2<C>(
+                  n, [gc, pw](int64_t i) { return gc[i] * pw[i]; },
+                  [gc, pw, xc, mc, delta, r](int64_t i) { return gc[i] * pw[i] * (((xc[i] - mc) - delta) * r); }, a,
+                  bq);
+              a *= inv_n;
+              bq *= inv_n;
+              if (part_dw != nullptr && part_db != nullptr) {
+#pragma omp simd
+                for (int64_t i = 0; i < n; ++i) {
+                  part_dw[i] += static_cast<double>(gc[i] * (((xc[i] - mc) - delta) * r));
+                  part_db[i] += static_cast<double>(gc[i]);
+                }
+              } else if (part_dw != nullptr) {
 #pragma omp simd
                 for (int64_t i = 0; i < n; ++i) {
                   part_dw[i] += static_cast<double>(gc[i] * (((xc[i] - mc) - delta) * r));
                 }
-              }
-              if (part_db != nullptr) {
+              } else if (part_db != nullptr) {
 #pragma omp simd
                 for (int64_t i = 0; i < n; ++i) part_db[i] += static_cast<double>(gc[i]);
               }
@@ -432,11 +485,7 @@ dx_error_t* layer_norm_backward(const dx_kernel_call_t* call) noexcept {
                 const C ac = static_cast<C>(a), bc = static_cast<C>(bq);
                 const C c1 = static_cast<C>(gm * inv_n);
                 const C c2 = static_cast<C>(gr * rs * rs * rs * inv_n);
-#pragma omp simd
-                for (int64_t i = 0; i < n; ++i) {
-                  const C d = (xc[i] - mc) - delta;
-                  dc[i] = r * (gc[i] * pw[i] - ac - d * r * bc) + c1 - c2 * d;
-                }
+                layer_norm_dx_row<C>(xc, gc, pw, n, mc, delta, r, ac, bc, c1, c2, dc);
               }
             }
             if (dc != nullptr) commit_row(dr, ld, dc);

@@ -48,10 +48,12 @@ inline T store_f64(double v) {
   else return BFloat16{double_to_bfloat16(v)};
 }
 
+/// e^v for max-shifted arguments v <= 0 (or -Inf, NaN), vectorisable: exp_nonpositive_f32
+/// (terms below 2^-125 flush to 0; every caller adds them to a sum >= 1) or exp_f64.
 template <class C>
 inline C exp_c(C v) {
-  if constexpr (std::is_same_v<C, double>) return std::exp(v);
-  else return exp_f32(v);
+  if constexpr (std::is_same_v<C, double>) return exp_f64(v);
+  else return exp_nonpositive_f32(v);
 }
 
 /// x[i * stride] (storage T) -> out[i] (compute type C), i < n.
@@ -210,6 +212,90 @@ inline double blocked_sum(int64_t n, F&& f) {
     for (int l = 0; l < kLanes; ++l) total += wide[l];
     for (; i < n; ++i) total += f(i);
     return total;
+  }
+}
+
+/// s1 = sum of f(i) and s2 = sum of h(i), i < n, in one pass, each blocked as blocked_sum.
+template <class C, class F, class H>
+inline void blocked_sum2(int64_t n, F&& f, H&& h, double& s1, double& s2) {
+  constexpr int kLanes = 16;
+  constexpr int64_t kChunk = std::is_same_v<C, double> ? (int64_t{1} << 62) : 256;
+  double w1[kLanes] = {}, w2[kLanes] = {};
+  int64_t i = 0;
+  while (i + kLanes <= n) {
+    const int64_t chunk_end = std::min(n - (n - i) % kLanes, i + kChunk);
+    C l1[kLanes] = {}, l2[kLanes] = {};
+    for (; i < chunk_end; i += kLanes) {
+#pragma omp simd
+      for (int l = 0; l < kLanes; ++l) {
+        l1[l] += f(i + l);
+        l2[l] += h(i + l);
+      }
+    }
+    for (int l = 0; l < kLanes; ++l) {
+      w1[l] += l1[l];
+      w2[l] += l2[l];
+    }
+  }
+  s1 = 0;
+  s2 = 0;
+  for (int l = 0; l < kLanes; ++l) {
+    s1 += w1[l];
+    s2 += w2[l];
+  }
+  for (; i < n; ++i) {
+    s1 += f(i);
+    s2 += h(i);
+  }
+}
+
+/// e[i] = exp_c(x[i] - m) for i < n, returning their sum, blocked as blocked_sum. e may be x.
+template <class C>
+inline double exp_shifted_store(const C* x, C m, C* e, int64_t n) {
+  return blocked_sum<C>(n, [x, m, e](int64_t i) {
+    const C v = exp_c<C>(x[i] - m);
+    e[i] = v;
+    return v;
+  });
+}
+
+/// e[i] = exp_c(x[i] - m) for i < n; sum = sum(e), dot = sum(g * e), blocked as blocked_sum
+/// (f32: 16-lane f32 sums over chunks of at most 256 elements, added into f64). e may be x but
+/// not g.
+template <class C>
+inline void exp_shifted_store_dot(const C* x, const C* g, C m, C* e, int64_t n, double& sum, double& dot) {
+  constexpr int kLanes = 16;
+  constexpr int64_t kChunk = std::is_same_v<C, double> ? (int64_t{1} << 62) : 256;
+  double w1[kLanes] = {}, w2[kLanes] = {};
+  int64_t i = 0;
+  while (i + kLanes <= n) {
+    const int64_t chunk_end = std::min(n - (n - i) % kLanes, i + kChunk);
+    C l1[kLanes] = {}, l2[kLanes] = {};
+    for (; i < chunk_end; i += kLanes) {
+#pragma omp simd
+      for (int l = 0; l < kLanes; ++l) {
+        const C v = exp_c<C>(x[i + l] - m);
+        e[i + l] = v;
+        l1[l] += v;
+        l2[l] += g[i + l] * v;
+      }
+    }
+    for (int l = 0; l < kLanes; ++l) {
+      w1[l] += l1[l];
+      w2[l] += l2[l];
+    }
+  }
+  sum = 0;
+  dot = 0;
+  for (int l = 0; l < kLanes; ++l) {
+    sum += w1[l];
+    dot += w2[l];
+  }
+  for (; i < n; ++i) {
+    const C v = exp_c<C>(x[i] - m);
+    e[i] = v;
+    sum += v;
+    dot += static_cast<double>(g[i]) * v;
   }
 }
 

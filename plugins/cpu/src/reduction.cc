@@ -12,6 +12,7 @@
 #include "fast_math.h"
 #include "grad.h"
 #include "kernels.h"
+#include "nn_util.h"
 #include "strided.h"
 
 namespace deepx::cpu {
@@ -446,57 +447,38 @@ dx_error_t* arg_kernel(const dx_kernel_call_t* call) noexcept {
 
 // ---- softmax ------------------------------------------------------------------------------------
 
+// Row kernels: one vectorised pass for the max (nn::line_max), one fused pass that stores
+// e = exp(x - max) and sums it (f32: exp_nonpositive_f32 and 16-lane f32 sums per 256-element
+// chunk added into f64; f64: exp_f64), one scale pass by the f32/f64 inverse of the sum.
+// Unit-stride f32/f64 lines run in place on the tensors; f16/bf16 and strided lines go through
+// a per-thread compute-type buffer. A NaN anywhere, or an infinite max (an all -Inf line, or
+// +Inf whose exp(Inf - Inf) is NaN), makes the whole line NaN, as the reference.
 template <class T>
-void softmax_row(const T* x, int64_t sx, T* y, int64_t sy, int64_t length) {
+void softmax_line(const T* x, int64_t sx, T* y, int64_t sy, int64_t length, typename Num<T>::C* buffer) {
   using C = typename Num<T>::C;
-  C m = -std::numeric_limits<C>::infinity();
-  int nan = 0;
-  for (int64_t i = 0; i < length; ++i) {
-    const C v = Num<T>::load(x[i * sx]);
-    m = v > m ? v : m;
-    nan |= (v != v);
+  constexpr bool kNative = std::is_same_v<T, C>;
+  const C* xc = reinterpret_cast<const C*>(x);  // used only when T is C and unit-stride
+  if (!kNative || sx != 1) {
+    nn::load_run(x, sx, length, buffer);
+    xc = buffer;
   }
-  if (nan) m = std::numeric_limits<C>::quiet_NaN();
-  auto exp_of = [](C v) {
-    if constexpr (std::is_same_v<C, double>) return std::exp(v);
-    else return exp_f32(v);
-  };
-  double sum = 0;
-  if constexpr (std::is_same_v<T, C>) {
-    // f32/f64: keep e^(x - max) in the output, then scale it.
-    if (sx == 1 && sy == 1) {
-#pragma omp simd reduction(+ : sum)
-      for (int64_t i = 0; i < length; ++i) {
-        const C e = exp_of(x[i] - m);
-        y[i] = e;
-        sum += e;
-      }
-    } else {
-      for (int64_t i = 0; i < length; ++i) {
-        const C e = exp_of(x[i * sx] - m);
-        y[i * sy] = e;
-        sum += e;
-      }
-    }
-    if constexpr (std::is_same_v<C, double>) {
-      for (int64_t i = 0; i < length; ++i) y[i * sy] = y[i * sy] / sum;
-    } else {
-      const double inverse = 1.0 / sum;
-      if (sy == 1) {
+  C* e = (kNative && sy == 1) ? reinterpret_cast<C*>(y) : buffer;  // e may overwrite xc: same index
+  bool nan = false;
+  const C m = nn::line_max(xc, length, nan);
+  if (nan || !(m > -std::numeric_limits<C>::infinity() && m < std::numeric_limits<C>::infinity())) {
+    for (int64_t i = 0; i < length; ++i) y[i * sy] = Num<T>::store(std::numeric_limits<C>::quiet_NaN());
+    return;
+  }
+  const double sum = nn::exp_shifted_store(xc, m, e, length);
+  const C inverse = static_cast<C>(1.0 / sum);
+  if (static_cast<void*>(e) == static_cast<void*>(y)) {
 #pragma omp simd
-        for (int64_t i = 0; i < length; ++i) y[i] = static_cast<float>(y[i] * inverse);
-      } else {
-        for (int64_t i = 0; i < length; ++i) y[i * sy] = static_cast<float>(y[i * sy] * inverse);
-      }
-    }
+    for (int64_t i = 0; i < length; ++i) e[i] = e[i] * inverse;
+  } else if (sy == 1) {
+#pragma omp simd
+    for (int64_t i = 0; i < length; ++i) y[i] = Num<T>::store(e[i] * inverse);
   } else {
-    // f16/bf16: the output cannot hold the intermediate exactly; recompute e^(x - max).
-    for (int64_t i = 0; i < length; ++i) sum += exp_of(Num<T>::load(x[i * sx]) - m);
-    const double inverse = 1.0 / sum;
-    for (int64_t i = 0; i < length; ++i) {
-      const double e = exp_of(Num<T>::load(x[i * sx]) - m);
-      y[i * sy] = Num<T>::store(static_cast<float>(e * inverse));
-    }
+    for (int64_t i = 0; i < length; ++i) y[i * sy] = Num<T>::store(e[i] * inverse);
   }
 }
 
@@ -538,9 +520,13 @@ dx_error_t* softmax_kernel(const dx_kernel_call_t* call) noexcept {
     outer.simplify();
     const T* const px = in.data<T>();
     T* const py = out.data<T>();
-    auto row = [=](int64_t n, const int64_t* off, const int64_t* st) {
+    using C = typename Num<T>::C;
+    const int slots = available_threads();
+    std::vector<C> scratch(static_cast<size_t>(slots) * static_cast<size_t>(length));
+    auto row = [&](int64_t n, const int64_t* off, const int64_t* st) {
+      C* buffer = scratch.data() + static_cast<size_t>(slots == 1 ? 0 : omp_get_thread_num()) * length;
       for (int64_t j = 0; j < n; ++j) {
-        softmax_row<T>(px + off[1] + j * st[1], sx, py + off[0] + j * st[0], sy, length);
+        softmax_line<T>(px + off[1] + j * st[1], sx, py + off[0] + j * st[0], sy, length, buffer);
       }
     };
     for_each_row(outer, row, length * 8);
@@ -723,36 +709,55 @@ dx_error_t* softmax_backward_kernel(const dx_kernel_call_t* call) noexcept {
       ++outer.rank;
     }
     outer.simplify();
+    using C = typename Num<T>::C;
+    constexpr bool kNative = std::is_same_v<T, C>;
     const int slots = available_threads();
-    std::vector<double> scratch(static_cast<size_t>(slots) * 2 * length);
+    std::vector<C> scratch(static_cast<size_t>(slots) * 3 * static_cast<size_t>(length));
     const T* const px = x.data<const T>();
     const T* const pdy = dy.data<const T>();
     T* const pdx = out.data<T>();
-    auto line = [&](const T* lx, const T* ldy, T* ldx, double* s, double* g) {
-      double line_max = -std::numeric_limits<double>::infinity();
-      bool has_nan = false;
-      for (int64_t i = 0; i < length; ++i) {
-        s[i] = to_f64(lx[i * sx]);
-        g[i] = to_f64(ldy[i * sdy]);
-        if (s[i] != s[i]) has_nan = true;
-        else if (s[i] > line_max) line_max = s[i];
+    // Per line: max, then e = exp(x - max) into scratch with sum(e) and sum(dy e) in one pass,
+    // then dx = (e / sum) (dy - sum(dy e) / sum), in the compute type (f32 for f32/f16/bf16:
+    // the error is a few f32 ulps of s |dy|, far inside the normwise tolerance). e goes to
+    // scratch because dx may alias dy.
+    auto line = [&](const T* lx, const T* ldy, T* ldx, C* buffer) {
+      const C* xc = reinterpret_cast<const C*>(lx);  // used only when T is C and unit-stride
+      if (!kNative || sx != 1) {
+        nn::load_run(lx, sx, length, buffer);
+        xc = buffer;
       }
-      double total = 0;
-      for (int64_t i = 0; i < length; ++i) {
-        s[i] = std::exp(s[i] - line_max);
-        total += s[i];
+      const C* gc = reinterpret_cast<const C*>(ldy);
+      if (!kNative || sdy != 1) {
+        nn::load_run(ldy, sdy, length, buffer + length);
+        gc = buffer + length;
       }
-      const double nan = std::numeric_limits<double>::quiet_NaN();
-      for (int64_t i = 0; i < length; ++i) s[i] = has_nan ? nan : s[i] / total;
-      double dot = 0;
-      for (int64_t i = 0; i < length; ++i) dot += g[i] * s[i];
-      for (int64_t i = 0; i < length; ++i) ldx[i * sdx] = from_f64<T>(0.0 + s[i] * (g[i] - dot));
+      C* e = buffer + 2 * length;
+      bool nan = false;
+      const C m = nn::line_max(xc, length, nan);
+      if (nan || !(m > -std::numeric_limits<C>::infinity() && m < std::numeric_limits<C>::infinity())) {
+        for (int64_t i = 0; i < length; ++i) ldx[i * sdx] = Num<T>::store(std::numeric_limits<C>::quiet_NaN());
+        return;
+      }
+      double sum = 0, dot = 0;
+      nn::exp_shifted_store_dot(xc, gc, m, e, length, sum, dot);
+      const C inverse = static_cast<C>(1.0 / sum);
+      const C mean = static_cast<C>(dot / sum);
+      // + 0 turns -0 into +0, as the reference's accumulation from +0.
+      if (kNative && sdx == 1) {
+        C* d = reinterpret_cast<C*>(ldx);
+#pragma omp simd
+        for (int64_t i = 0; i < length; ++i) d[i] = (e[i] * inverse) * (gc[i] - mean) + C(0);
+      } else {
+        for (int64_t i = 0; i < length; ++i) {
+          ldx[i * sdx] = Num<T>::store((e[i] * inverse) * (gc[i] - mean) + C(0));
+        }
+      }
     };
     auto row = [&](int64_t n, const int64_t* off, const int64_t* st) {
       const int slot = slots == 1 ? 0 : omp_get_thread_num();
-      double* s = scratch.data() + static_cast<size_t>(slot) * 2 * length;
+      C* buffer = scratch.data() + static_cast<size_t>(slot) * 3 * length;
       for (int64_t j = 0; j < n; ++j) {
-        line(px + off[1] + j * st[1], pdy + off[0] + j * st[0], pdx + off[2] + j * st[2], s, s + length);
+        line(px + off[1] + j * st[1], pdy + off[0] + j * st[0], pdx + off[2] + j * st[2], buffer);
       }
     };
     for_each_row(outer, row, length * 24);

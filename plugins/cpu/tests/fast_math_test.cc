@@ -1,4 +1,5 @@
-// ULP checks of the vectorisable f32 functions in src/fast_math.h against the f64 libm result
+// ULP checks of the vectorisable functions in src/fast_math.h (f32 ones, the f32 -> f64 "wide"
+// log/erf/gelu behind the f32/f16/bf16 kernels, exp_f64, exp_nonpositive_f32) against the f64 libm result
 // rounded once to f32 (what the reference computes), on a sampled sweep of every f32 bit
 // pattern plus dense sweeps of the delicate ranges, and the forward kernels that use them
 // (dx.tanh, dx.sigmoid, dx.silu on f32, f16, bf16) against the reference plugin. Conformance
@@ -7,9 +8,11 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <numbers>
 #include <string>
 
 #include "../src/fast_math.h"
+#include "../src/half.h"
 #include "differential.h"
 
 namespace deepx::cpu::testing {
@@ -91,6 +94,105 @@ TEST(FastMath, ExpTimesScaleRoundsOnce) {
   EXPECT_LE(w.ulps, 2) << "at " << w.at;
 }
 
+TEST(FastMath, LogWithinOneUlp) {
+  const Worst w = sweep([](float x) { return log_f32(x); }, [](double x) { return std::log(x); }, 4099, 0.5f, 2.0f);
+  RecordProperty("log_f32_max_ulp", std::to_string(w.ulps));
+  EXPECT_LE(w.ulps, 1) << "at " << w.at;  // the contract is 4
+  EXPECT_EQ(log_f32(0.0f), -INFINITY);
+  EXPECT_EQ(log_f32(-0.0f), -INFINITY);
+  EXPECT_EQ(log_f32(INFINITY), INFINITY);
+  EXPECT_TRUE(std::isnan(log_f32(-1.0f)));
+  EXPECT_TRUE(std::isnan(log_f32(-INFINITY)));
+  EXPECT_TRUE(std::isnan(log_f32(NAN)));
+  EXPECT_EQ(log_f32(1.0f), 0.0f);
+  EXPECT_EQ(log_f32(1e-45f), static_cast<float>(std::log(static_cast<double>(1e-45f))));  // subnormal
+}
+
+TEST(FastMath, ErfWithinOneUlp) {
+  const Worst w = sweep([](float x) { return erf_f32(x); }, [](double x) { return std::erf(x); }, 4099, -4.5f, 4.5f);
+  RecordProperty("erf_f32_max_ulp", std::to_string(w.ulps));
+  EXPECT_LE(w.ulps, 1) << "at " << w.at;  // the contract is 8
+  EXPECT_TRUE(std::signbit(erf_f32(-0.0f)) && erf_f32(-0.0f) == 0.0f);
+  EXPECT_EQ(erf_f32(INFINITY), 1.0f);
+  EXPECT_EQ(erf_f32(-INFINITY), -1.0f);
+  EXPECT_TRUE(std::isnan(erf_f32(NAN)));
+}
+
+/// The wide gelu forms agree with the reference's f64 expression rounded to f32 wherever they
+/// are used (x >= kGeluWideBelow; below it the kernels call the reference formula).
+TEST(FastMath, GeluWideWithinOneUlp) {
+  constexpr double kCubic = 0.044715, kSqrt2OverPi = 0.7978845608028654;
+  auto erf_form = [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2)); };
+  auto tanh_form = [=](double x) { return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + kCubic * x * x * x))); };
+  auto head = [](float x) { return x < static_cast<float>(kGeluWideBelow) ? 0.0f : x; };
+  const Worst we = sweep([&](float x) { return static_cast<float>(gelu_erf_wide(head(x))); },
+                         [&](double x) { return erf_form(head(static_cast<float>(x))); }, 4099, -5.0f, 5.0f);
+  const Worst wt = sweep([&](float x) { return static_cast<float>(gelu_tanh_wide(head(x))); },
+                         [&](double x) { return tanh_form(head(static_cast<float>(x))); }, 4099, -5.0f, 5.0f);
+  RecordProperty("gelu_erf_wide_max_ulp", std::to_string(we.ulps));
+  RecordProperty("gelu_tanh_wide_max_ulp", std::to_string(wt.ulps));
+  EXPECT_LE(we.ulps, 1) << "at " << we.at;  // the contract is 4
+  EXPECT_LE(wt.ulps, 1) << "at " << wt.at;
+  EXPECT_EQ(gelu_erf_wide(INFINITY), INFINITY);
+  EXPECT_EQ(gelu_tanh_wide(INFINITY), INFINITY);
+  EXPECT_TRUE(std::signbit(gelu_erf_wide(-0.0f)));
+  EXPECT_TRUE(std::isnan(gelu_erf_wide(NAN)) && std::isnan(gelu_tanh_wide(NAN)));
+}
+
+TEST(FastMath, ExpF64WholeRange) {
+  double worst = 0, at = 0;
+  for (double a = -760; a <= 720; a += 0.0137) {
+    const double want = std::exp(a), got = exp_f64(a);
+    if (want == 0 || std::isinf(want)) {
+      EXPECT_EQ(got, want) << a;
+      continue;
+    }
+    // Relative error on normal results, error in units of the smallest subnormal below them.
+    const double e = want >= 0x1p-1022 ? std::fabs(got - want) / want : std::fabs(got - want) / 0x1p-1074 * 0x1p-52;
+    if (e > worst) worst = e, at = a;
+  }
+  RecordProperty("exp_f64_max_relative_error", std::to_string(worst));
+  EXPECT_LE(worst, 1e-14) << "at " << at;
+  EXPECT_EQ(exp_f64(-INFINITY), 0.0);
+  EXPECT_EQ(exp_f64(INFINITY), INFINITY);
+  EXPECT_TRUE(std::isnan(exp_f64(NAN)));
+}
+
+TEST(FastMath, ExpNonPositive) {
+  // Within 2 ulp of e^d for d in [-87, 0]; 0 below; -Inf -> 0; NaN stays NaN.
+  Worst w;
+  for (float d = -87.0f; d <= 0.0f; d += 0.000977f) {
+    const int64_t u = ulp_distance(exp_nonpositive_f32(d), static_cast<float>(std::exp(static_cast<double>(d))));
+    if (u > w.ulps) w = {u, d};
+  }
+  EXPECT_LE(w.ulps, 2) << "at " << w.at;
+  EXPECT_EQ(exp_nonpositive_f32(0.0f), 1.0f);
+  EXPECT_EQ(exp_nonpositive_f32(-0.0f), 1.0f);
+  EXPECT_EQ(exp_nonpositive_f32(-88.0f), 0.0f);
+  EXPECT_EQ(exp_nonpositive_f32(-INFINITY), 0.0f);
+  EXPECT_TRUE(std::isnan(exp_nonpositive_f32(NAN)));
+}
+
+TEST(FastMath, SelectConversionsMatchHalfH) {
+  // Every f32 bit pattern with a stride, plus every pattern around the f16 ranges' edges.
+  auto check = [](uint32_t u) {
+    const float f = std::bit_cast<float>(u);
+    ASSERT_EQ(float_to_half_select(f), float_to_half(f)) << std::hex << u;
+    ASSERT_EQ(float_to_bfloat16_select(f), float_to_bfloat16(f)) << std::hex << u;
+  };
+  for (uint64_t u = 0; u <= 0xffffffffull; u += 251) check(static_cast<uint32_t>(u));
+  for (uint32_t e : {102u, 112u, 113u, 142u, 143u, 255u}) {
+    for (uint32_t m = 0; m < (1u << 23); m += 3) {
+      check((e << 23) | m);
+      check(0x80000000u | (e << 23) | m);
+    }
+  }
+  for (uint32_t h = 0; h <= 0xffffu; ++h) {
+    const float a = half_to_float_select(static_cast<uint16_t>(h)), b = half_to_float(static_cast<uint16_t>(h));
+    ASSERT_EQ(std::bit_cast<uint32_t>(a), std::bit_cast<uint32_t>(b)) << std::hex << h;
+  }
+}
+
 /// The forward kernels agree with the reference within the conformance limits.
 TEST(FastMath, ForwardKernelsAgreeWithTheReference) {
   Differential diff;
@@ -99,8 +201,16 @@ TEST(FastMath, ForwardKernelsAgreeWithTheReference) {
   for (double x : {0.0, -0.0, 1e-30, -1e-30, 1e-45, double(INFINITY), -double(INFINITY), double(NAN)}) xs.push_back(x);
   const std::vector<int64_t> shape = {static_cast<int64_t>(xs.size())};
   for (dx_dtype_t t : {DX_DTYPE_F32, DX_DTYPE_F16, DX_DTYPE_BF16}) {
-    for (const char* op : {"dx.tanh", "dx.sigmoid", "dx.silu"}) {
-      const Result r = diff.run(op, {In::of(t, shape, xs)}, {Out(t, shape)});
+    struct Case {
+      const char* op;
+      bool tanh_attr;
+    };
+    for (const Case c : {Case{"dx.tanh", false}, Case{"dx.sigmoid", false}, Case{"dx.silu", false},
+                         Case{"dx.erf", false}, Case{"dx.gelu", false}, Case{"dx.gelu", true},
+                         Case{"dx.log", false}}) {
+      const char* op = c.op;
+      const Attrs attrs = c.tanh_attr ? Attrs().str("approximate", "tanh") : Attrs();
+      const Result r = diff.run(op, {In::of(t, shape, xs)}, {Out(t, shape)}, attrs);
       ASSERT_EQ(r.cpu.status, DX_OK) << op;
       ASSERT_EQ(r.ref.status, DX_OK) << op;
       int64_t worst = 0;
@@ -121,7 +231,7 @@ TEST(FastMath, ForwardKernelsAgreeWithTheReference) {
         worst = std::max(worst, d);
       }
       const int64_t limit = t != DX_DTYPE_F32 ? 1 : (std::string(op) == "dx.tanh" ? 8 : 4);
-      EXPECT_LE(worst, limit) << op << " dtype " << t;
+      EXPECT_LE(worst, limit) << op << (c.tanh_attr ? " (tanh)" : "") << " dtype " << t;
     }
   }
 }
