@@ -4,12 +4,18 @@
 // (query i attends keys j <= i) and `scale` (unset = 1/sqrt(E)). A row whose scores contain a
 // NaN, or that has no live key (or only -Inf/+Inf maxima), is NaN, as the reference computes.
 //
-// Every dtype computes in f64 (dgemm; the inputs are widened while packed) and rounds once:
-// the conformance suite holds attention to PyTorch's f32 rtol/atol against the reference's f64
-// result, and f32 scores overflow (or cancel in dS) where f64 ones do not.
+// f64 computes in f64. f32, f16 and bf16 compute in f32 (sgemm, a vectorised f32 exp, row sums
+// in f64) when f32_suffices() says f32 rounding stays within the suite's tolerance: the
+// conformance suite holds attention to PyTorch's f32 rtol/atol (1.3e-6 / 1e-5) against the
+// reference's f64 result, so a call whose operands are non-finite, could overflow f32 scores,
+// or have magnitudes whose score rounding error would exceed that budget computes in f64
+// (dgemm; inputs widened while packed) and rounds once, as before.
 //
-// Per batch matrix and block of query rows: scores = scale Q K^T (dgemm), the masked,
-// max-shifted softmax in place (OpenMP over rows, a vectorisable exp), then out = P V (GEMM).
+// Per batch matrix and block of query rows: scores = scale Q K^T (GEMM), the masked,
+// max-shifted softmax in place (rows over fork-join threads, a vectorisable exp), then
+// out = P V (GEMM). Causal calls without a mask on the f32 path use blocks of about L/8 rows
+// and leave out the keys that are dead for a whole block (all scores are finite there and
+// every row has a live key, so no row is NaN), about halving the work.
 // The backward recomputes P per block and uses four GEMMs: dP = dO V^T, dV += P^T dO,
 // dS = P (dP - rowsum(P dP)), dQ = scale dS K, dK += scale dS^T Q; an additive mask's gradient
 // is dS summed over its broadcast dims. The reference skips zero probabilities in P V and zero
@@ -21,6 +27,7 @@
 #include <vector>
 
 #include "dense.h"
+#include "fast_math.h"
 #include "kernels.h"
 
 namespace deepx::cpu {
@@ -59,6 +66,11 @@ struct AttentionPlan {
     return std::max<int64_t>(1, std::min<int64_t>(l, kScoreBlock / std::max<int64_t>(1, s)));
   }
 };
+
+/// Row block of the causal f32 path: about L/8 rows (at least 32), within the score bound.
+int64_t causal_block_rows(const AttentionPlan& p) {
+  return std::min(p.block_rows(), std::max<int64_t>(32, (p.l + 7) / 8));
+}
 
 AttentionPlan plan_attention(const dx_kernel_call_t* call, int first) {
   AttentionPlan p;
@@ -160,22 +172,27 @@ inline double exp_f64(double x) {
 }
 
 inline double exp_of(double x) { return exp_f64(x); }
+inline float exp_of(float x) { return exp_f32(x); }
 
 /// Turns `rows` rows of scale * q k^T (query rows i0...) into attention probabilities in place,
 /// applying the causal rule and the mask (`mask` points at this batch's element (0, 0)).
 template <class F, class M>
-void softmax_rows(const AttentionPlan& p, F* scores, int64_t i0, int64_t rows, const M* mask) {
-  const int64_t s = p.s;
+void softmax_rows(const AttentionPlan& p, F* scores, int64_t i0, int64_t rows, const M* mask,
+                  int64_t cols) {
+  const int64_t s = cols;  // live columns (causal blocks end early)
+  const int64_t ld = p.s;
   const int64_t msl = p.has_mask ? p.mask_strides[p.rank - 2] : 0;
   const int64_t mss = p.has_mask ? p.mask_strides[p.rank - 1] : 0;
   constexpr F kNegInf = -std::numeric_limits<F>::infinity();
   fork_join(rows, rows * s, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const int64_t i = i0 + r;
-      F* row = scores + r * s;
+      F* row = scores + r * ld;
       bool has_nan = false;
       F row_max = kNegInf;
-      // Keys j > i are dead under the causal rule; a dead key's score still counts for NaN.
+      // Keys j > i are dead under the causal rule; a dead key's score still counts for NaN
+      // (the f32 path, whose scores are all finite, leaves out the columns dead for a whole
+      // block: `cols`).
       const int64_t live_end = p.causal ? std::min<int64_t>(s, i + 1) : s;
       for (int64_t j = 0; j < s; ++j) {
         F score = row[j];
@@ -197,14 +214,15 @@ void softmax_rows(const AttentionPlan& p, F* scores, int64_t i0, int64_t rows, c
         for (int64_t j = 0; j < s; ++j) row[j] = std::numeric_limits<F>::quiet_NaN();
         continue;
       }
-      F total = 0;
+      // The sum in f64 whatever F: a long f32 sum would add S roundings.
+      double total = 0;
 #pragma omp simd reduction(+ : total)
       for (int64_t j = 0; j < s; ++j) {
         const F e = exp_of(row[j] - row_max);
         row[j] = e;
-        total += e;
+        total += static_cast<double>(e);
       }
-      const F inverse = F(1) / total;
+      const F inverse = static_cast<F>(1.0 / total);
 #pragma omp simd
       for (int64_t j = 0; j < s; ++j) row[j] *= inverse;
     }
@@ -243,53 +261,136 @@ void check_dtypes(const dx_kernel_call_t* call, bool backward) {
   }
 }
 
+/// Largest |element| of a view (NaN when one is NaN, Inf when one is infinite).
+template <class S>
+double max_abs(const View& v) {
+  if (v.count() == 0) return 0;
+  StridedLoop<1> loop;
+  loop.rank = v.rank;
+  for (int d = 0; d < v.rank; ++d) {
+    loop.shape[d] = v.shape[d];
+    loop.strides[0][d] = v.strides[d];
+  }
+  loop.simplify();
+  const S* base = v.data<const S>();
+  double largest = 0;
+  bool nan = false;
+  auto row = [&](int64_t n, const int64_t* off, const int64_t* st) {
+    const S* x = base + off[0];
+    const int64_t sx = st[0];
+    float m = 0;
+    bool row_nan = false;
+#pragma omp simd reduction(max : m) reduction(|| : row_nan)
+    for (int64_t i = 0; i < n; ++i) {
+      const float a = std::fabs(static_cast<float>(Num<S>::load(x[i * sx])));
+      m = a > m ? a : m;
+      row_nan = row_nan || a != a;
+    }
+    largest = std::max(largest, static_cast<double>(m));
+    nan = nan || row_nan;
+  };
+  run_range(loop, 0, loop.count(), row);
+  return nan ? std::numeric_limits<double>::quiet_NaN() : largest;
+}
+
+/// Whether an f32/f16/bf16 call may compute in f32 (sgemm, f32 softmax) rather than f64: every
+/// operand finite (the exact loops for Inf/NaN are the f64 path's), no f32 overflow in a score
+/// or product, and a statistical estimate of the f32 rounding error of the output within the
+/// budget below. Scores s = scale q.k accumulate E products: their error is about
+/// u sqrt(E) sum|q_e k_e| <= u sqrt(E) |scale| E max|q| max|k| (u = 2^-24, errors of random
+/// sign); a score error d moves an output (a convex combination of V's rows) by at most
+/// 2 d max|v|. Measured against the f64 reference (B = 2, L = S = 512, E = 64, uniform q, k in
+/// [-a, a], v in [-2, 2]): a = 2: estimate 6.1e-5, largest error 1.0e-6 (0.10 of the suite's
+/// f32 tolerance 1e-5 + 1.3e-6 |expected|); a = 4: 2.4e-4 and 6.1e-6 (0.59); a = 8: 9.8e-4 and
+/// 2.0e-5 (1.8, fails). The estimate runs 40-60x above the error, so a budget of 10x the
+/// tolerance's atol admits calls whose error stays near a quarter of the tolerance.
+constexpr double kF32ErrorBudget = 1e-4;
+
+template <class S, class M>
+bool f32_suffices(const AttentionPlan& p, const View* dout) {
+  if constexpr (std::is_same_v<S, double>) {
+    (void)p, (void)dout;
+    return false;
+  } else {
+    const double mq = max_abs<S>(p.q), mk = max_abs<S>(p.k), mv = max_abs<S>(p.v);
+    const double mo = dout != nullptr ? max_abs<S>(*dout) : 0.0;
+    constexpr double kFinite = 1e30;  // far from FLT_MAX (3.4e38): sums of products stay finite
+    if (!(mq <= kFinite && mk <= kFinite && mv <= kFinite && mo <= kFinite)) return false;
+    const double e = static_cast<double>(p.e), ev = static_cast<double>(p.ev);
+    const double score_bound = std::fabs(p.scale) * e * mq * mk;
+    if (!(score_bound <= kFinite) || !(ev * mo * mv <= kFinite)) return false;
+    // A NaN in an additive mask makes its row NaN even where the key is dead (the reference
+    // adds it to the score): the f64 path, which scores every key, handles it.
+    if constexpr (!std::is_same_v<M, Bool>) {
+      if (p.has_mask && std::isnan(max_abs<S>(p.mask))) return false;
+    }
+    const double u = 0x1p-24;
+    const double score_error = u * std::sqrt(e) * score_bound;
+    return 2.0 * score_error * std::max(mv, 1.0) <= kF32ErrorBudget;
+  }
+}
+
+template <class S, class M, class F>
+void forward_body(const AttentionPlan& p, const View& outv) {
+  // Causal without a mask, f32 path (all scores finite, every row has a live key, so no row is
+  // NaN): blocks of about L/8 rows, whose keys past the block's last row are dead for all of
+  // it and are neither scored nor summed. (A masked row without a live key is NaN in the
+  // reference, and its NaN reaches every key's gradient: those calls score every key.)
+  const bool skip_dead = p.causal && !p.has_mask && std::is_same_v<F, float>;
+  const int64_t lb = skip_dead ? causal_block_rows(p) : p.block_rows();
+  const DenseInput<F, S> q(p.q), k(p.k), v(p.v);
+  const DenseOutput<F, S> out(outv, false);
+  const M* mask = p.has_mask ? p.mask.data<const M>() : nullptr;
+  std::vector<F> scores(static_cast<size_t>(lb * p.s));
+  const F scale = static_cast<F>(p.scale);
+  for (int64_t b = 0; b < p.batches; ++b) {
+    const F* qb = q.data() + b * p.l * p.e;
+    const F* kb = k.data() + b * p.s * p.e;
+    const F* vb = v.data() + b * p.s * p.ev;
+    F* ob = out.data() + b * p.l * p.ev;
+    const M* mb = mask != nullptr ? mask + p.batch_offset(b, p.mask_strides) : nullptr;
+    const bool v_finite = all_finite(vb, p.s * p.ev);
+    for (int64_t i0 = 0; i0 < p.l; i0 += lb) {
+      const int64_t rows = std::min(lb, p.l - i0);
+      const int64_t live = skip_dead ? std::min(p.s, i0 + rows) : p.s;
+      gemm<F>(false, true, rows, live, p.e, scale, qb + i0 * p.e, p.e, kb, p.e, F(0),
+              scores.data(), p.s);
+      softmax_rows<F, M>(p, scores.data(), i0, rows, mb, live);
+      if (v_finite) {
+        gemm<F>(false, false, rows, p.ev, live, F(1), scores.data(), p.s, vb, p.ev, F(0),
+                ob + i0 * p.ev, p.ev);
+        continue;
+      }
+      // Inf/NaN in V: a zero probability must contribute nothing (0 * Inf would be NaN).
+      for (int64_t r = 0; r < rows; ++r) {
+        F* o = ob + (i0 + r) * p.ev;
+        for (int64_t d = 0; d < p.ev; ++d) o[d] = F(0);
+        for (int64_t j = 0; j < live; ++j) {
+          const F prob = scores[static_cast<size_t>(r * p.s + j)];
+          if (prob == F(0)) continue;
+          const F* vj = vb + j * p.ev;
+          for (int64_t d = 0; d < p.ev; ++d) o[d] += prob * vj[d];
+        }
+      }
+    }
+  }
+  out.finish();
+}
+
 template <class S, class M>
 dx_error_t* attention_forward(const dx_kernel_call_t* call) noexcept {
   return guard(call->host, [&] {
-    using F = double;  // see the file comment
     check_dtypes<S, M>(call, false);
     const AttentionPlan p = plan_attention(call, 0);
     const View outv = make_view(call->outputs[0], "output 0");
     expect_shape(outv, p.out_shape, p.rank, "output 0");
     if (outv.count() == 0) return;
-    const int64_t lb = p.block_rows();
     check_blas_dims({p.l, p.s, p.e, p.ev}, kOp);
-    const DenseInput<F, S> q(p.q), k(p.k), v(p.v);
-    const DenseOutput<F, S> out(outv, false);
-    const M* mask = p.has_mask ? p.mask.data<const M>() : nullptr;
-    std::vector<F> scores(static_cast<size_t>(lb * p.s));
-    const F scale = static_cast<F>(p.scale);
-    for (int64_t b = 0; b < p.batches; ++b) {
-      const F* qb = q.data() + b * p.l * p.e;
-      const F* kb = k.data() + b * p.s * p.e;
-      const F* vb = v.data() + b * p.s * p.ev;
-      F* ob = out.data() + b * p.l * p.ev;
-      const M* mb = mask != nullptr ? mask + p.batch_offset(b, p.mask_strides) : nullptr;
-      const bool v_finite = all_finite(vb, p.s * p.ev);
-      for (int64_t i0 = 0; i0 < p.l; i0 += lb) {
-        const int64_t rows = std::min(lb, p.l - i0);
-        gemm<F>(false, true, rows, p.s, p.e, scale, qb + i0 * p.e, p.e, kb, p.e, F(0),
-                scores.data(), p.s);
-        softmax_rows<F, M>(p, scores.data(), i0, rows, mb);
-        if (v_finite) {
-          gemm<F>(false, false, rows, p.ev, p.s, F(1), scores.data(), p.s, vb, p.ev, F(0),
-                  ob + i0 * p.ev, p.ev);
-          continue;
-        }
-        // Inf/NaN in V: a zero probability must contribute nothing (0 * Inf would be NaN).
-        for (int64_t r = 0; r < rows; ++r) {
-          F* o = ob + (i0 + r) * p.ev;
-          for (int64_t d = 0; d < p.ev; ++d) o[d] = F(0);
-          for (int64_t j = 0; j < p.s; ++j) {
-            const F prob = scores[static_cast<size_t>(r * p.s + j)];
-            if (prob == F(0)) continue;
-            const F* vj = vb + j * p.ev;
-            for (int64_t d = 0; d < p.ev; ++d) o[d] += prob * vj[d];
-          }
-        }
-      }
+    if (f32_suffices<S, M>(p, nullptr)) {
+      forward_body<S, M, float>(p, outv);
+    } else {
+      forward_body<S, M, double>(p, outv);
     }
-    out.finish();
   });
 }
 
@@ -312,10 +413,13 @@ void zero_fill(const View& v, size_t element_size) {
   });
 }
 
+template <class S, class M, class F>
+void backward_body(const AttentionPlan& p, const View& doutv, const View* grads,
+                   const bool* want);
+
 template <class S, class M>
 dx_error_t* attention_backward(const dx_kernel_call_t* call) noexcept {
   return guard(call->host, [&] {
-    using F = double;  // see the file comment
     constexpr bool kFloatMask = !std::is_same_v<M, Bool>;
     check_dtypes<S, M>(call, true);
     const AttentionPlan p = plan_attention(call, 1);
@@ -338,111 +442,129 @@ dx_error_t* attention_backward(const dx_kernel_call_t* call) noexcept {
     }
     if (!want[0] && !want[1] && !want[2] && !want[3]) return;
     check_blas_dims({p.l, p.s, p.e, p.ev}, "backward of dx.scaled_dot_product_attention");
-    const int64_t lb = p.block_rows();
-    const DenseInput<F, S> q(p.q), k(p.k), v(p.v), dout(doutv);
-    const DenseOutput<F, S> dq(want[0] ? grads[0] : empty_view(p.q), true);
-    const DenseOutput<F, S> dk(want[1] ? grads[1] : empty_view(p.k), true);
-    const DenseOutput<F, S> dv(want[2] ? grads[2] : empty_view(p.v), true);
-    const DenseOutput<F, S> dmask(want[3] ? grads[3] : empty_view(p.q), true);
-    // dmask's strides broadcast to (B..., L, S): those of a compact array of the mask's shape.
-    int64_t gm_strides[kMaxRank] = {};
-    if (want[3]) {
-      const int lead = r - p.mask.rank;
-      int64_t compact = 1;
-      for (int d = r - 1; d >= lead; --d) {
-        const int64_t extent = p.mask.shape[d - lead];
-        gm_strides[d] = extent == 1 ? 0 : compact;
-        compact *= extent;
-      }
+    if (f32_suffices<S, M>(p, &doutv)) {
+      backward_body<S, M, float>(p, doutv, grads, want);
+    } else {
+      backward_body<S, M, double>(p, doutv, grads, want);
     }
-    const M* mask = p.has_mask ? p.mask.data<const M>() : nullptr;
-    std::vector<F> prob(static_cast<size_t>(lb * p.s)), ds(static_cast<size_t>(lb * p.s));
-    const F scale = static_cast<F>(p.scale);
-    for (int64_t b = 0; b < p.batches; ++b) {
-      const F* qb = q.data() + b * p.l * p.e;
-      const F* kb = k.data() + b * p.s * p.e;
-      const F* vb = v.data() + b * p.s * p.ev;
-      const F* dob = dout.data() + b * p.l * p.ev;
-      const M* mb = mask != nullptr ? mask + p.batch_offset(b, p.mask_strides) : nullptr;
-      F* gmb = want[3] ? dmask.data() + p.batch_offset(b, gm_strides) : nullptr;
-      const bool qk_finite = all_finite(qb, p.l * p.e) && all_finite(kb, p.s * p.e);
-      for (int64_t i0 = 0; i0 < p.l; i0 += lb) {
-        const int64_t rows = std::min(lb, p.l - i0);
-        const F* do_block = dob + i0 * p.ev;
-        gemm<F>(false, true, rows, p.s, p.e, scale, qb + i0 * p.e, p.e, kb, p.e, F(0), prob.data(),
-                p.s);
-        softmax_rows<F, M>(p, prob.data(), i0, rows, mb);
-        if (want[2]) {
-          gemm<F>(true, false, p.s, p.ev, rows, F(1), prob.data(), p.s, do_block, p.ev, F(1),
-                  dv.data() + b * p.s * p.ev, p.ev);
-        }
-        if (!want[0] && !want[1] && !want[3]) continue;
-        // dP = dO V^T, then dS = P (dP - rowsum(P dP)) in place (unscaled).
-        gemm<F>(false, true, rows, p.s, p.ev, F(1), do_block, p.ev, vb, p.ev, F(0), ds.data(), p.s);
-        fork_join(rows, rows * p.s, [&](int64_t begin, int64_t end) {
-          for (int64_t rr = begin; rr < end; ++rr) {
-            const F* pr = prob.data() + rr * p.s;
-            F* dr = ds.data() + rr * p.s;
-            F dot = 0;
-#pragma omp simd reduction(+ : dot)
-            for (int64_t j = 0; j < p.s; ++j) dot += pr[j] * dr[j];
+  });
+}
+
+template <class S, class M, class F>
+void backward_body(const AttentionPlan& p, const View& doutv, const View* grads,
+                   const bool* want) {
+  const int r = p.rank;
+  // Causal without a mask, f32 path (all scores finite, every row has a live key, so no row is
+  // NaN): blocks of about L/8 rows, whose keys past the block's last row are dead for all of
+  // it and are neither scored nor summed. (A masked row without a live key is NaN in the
+  // reference, and its NaN reaches every key's gradient: those calls score every key.)
+  const bool skip_dead = p.causal && !p.has_mask && std::is_same_v<F, float>;
+  const int64_t lb = skip_dead ? causal_block_rows(p) : p.block_rows();
+  const DenseInput<F, S> q(p.q), k(p.k), v(p.v), dout(doutv);
+  const DenseOutput<F, S> dq(want[0] ? grads[0] : empty_view(p.q), true);
+  const DenseOutput<F, S> dk(want[1] ? grads[1] : empty_view(p.k), true);
+  const DenseOutput<F, S> dv(want[2] ? grads[2] : empty_view(p.v), true);
+  const DenseOutput<F, S> dmask(want[3] ? grads[3] : empty_view(p.q), true);
+  // dmask's strides broadcast to (B..., L, S): those of a compact array of the mask's shape.
+  int64_t gm_strides[kMaxRank] = {};
+  if (want[3]) {
+    const int lead = r - p.mask.rank;
+    int64_t compact = 1;
+    for (int d = r - 1; d >= lead; --d) {
+      const int64_t extent = p.mask.shape[d - lead];
+      gm_strides[d] = extent == 1 ? 0 : compact;
+      compact *= extent;
+    }
+  }
+  const M* mask = p.has_mask ? p.mask.data<const M>() : nullptr;
+  std::vector<F> prob(static_cast<size_t>(lb * p.s)), ds(static_cast<size_t>(lb * p.s));
+  const F scale = static_cast<F>(p.scale);
+  for (int64_t b = 0; b < p.batches; ++b) {
+    const F* qb = q.data() + b * p.l * p.e;
+    const F* kb = k.data() + b * p.s * p.e;
+    const F* vb = v.data() + b * p.s * p.ev;
+    const F* dob = dout.data() + b * p.l * p.ev;
+    const M* mb = mask != nullptr ? mask + p.batch_offset(b, p.mask_strides) : nullptr;
+    F* gmb = want[3] ? dmask.data() + p.batch_offset(b, gm_strides) : nullptr;
+    const bool qk_finite = all_finite(qb, p.l * p.e) && all_finite(kb, p.s * p.e);
+    for (int64_t i0 = 0; i0 < p.l; i0 += lb) {
+      const int64_t rows = std::min(lb, p.l - i0);
+      const int64_t live = skip_dead ? std::min(p.s, i0 + rows) : p.s;
+      const F* do_block = dob + i0 * p.ev;
+      gemm<F>(false, true, rows, live, p.e, scale, qb + i0 * p.e, p.e, kb, p.e, F(0), prob.data(),
+              p.s);
+      softmax_rows<F, M>(p, prob.data(), i0, rows, mb, live);
+      if (want[2]) {
+        gemm<F>(true, false, live, p.ev, rows, F(1), prob.data(), p.s, do_block, p.ev, F(1),
+                dv.data() + b * p.s * p.ev, p.ev);
+      }
+      if (!want[0] && !want[1] && !want[3]) continue;
+      // dP = dO V^T, then dS = P (dP - rowsum(P dP)) in place (unscaled).
+      gemm<F>(false, true, rows, live, p.ev, F(1), do_block, p.ev, vb, p.ev, F(0), ds.data(), p.s);
+      fork_join(rows, rows * live, [&](int64_t begin, int64_t end) {
+        for (int64_t rr = begin; rr < end; ++rr) {
+          const F* pr = prob.data() + rr * p.s;
+          F* dr = ds.data() + rr * p.s;
+          double sum = 0;  // in f64 whatever F, as the softmax's sum
+#pragma omp simd reduction(+ : sum)
+          for (int64_t j = 0; j < live; ++j) sum += static_cast<double>(pr[j] * dr[j]);
+          const F dot = static_cast<F>(sum);
 #pragma omp simd
-            for (int64_t j = 0; j < p.s; ++j) dr[j] = pr[j] * (dr[j] - dot);
-          }
-        });
-        if (want[3]) {
-          const int64_t gsl = gm_strides[r - 2], gss = gm_strides[r - 1];
-          if (gsl != 0) {
-            fork_join(rows, rows * p.s, [&](int64_t begin, int64_t end) {
-              for (int64_t rr = begin; rr < end; ++rr) {
-                F* g = gmb + (i0 + rr) * gsl;
-                const F* dr = ds.data() + rr * p.s;
-                for (int64_t j = 0; j < p.s; ++j) g[j * gss] += dr[j];
-              }
-            });
-          } else {
-            for (int64_t rr = 0; rr < rows; ++rr) {
+          for (int64_t j = 0; j < live; ++j) dr[j] = pr[j] * (dr[j] - dot);
+        }
+      });
+      if (want[3]) {
+        const int64_t gsl = gm_strides[r - 2], gss = gm_strides[r - 1];
+        if (gsl != 0) {
+          fork_join(rows, rows * live, [&](int64_t begin, int64_t end) {
+            for (int64_t rr = begin; rr < end; ++rr) {
+              F* g = gmb + (i0 + rr) * gsl;
               const F* dr = ds.data() + rr * p.s;
-              for (int64_t j = 0; j < p.s; ++j) gmb[j * gss] += dr[j];
+              for (int64_t j = 0; j < live; ++j) g[j * gss] += dr[j];
             }
+          });
+        } else {
+          for (int64_t rr = 0; rr < rows; ++rr) {
+            const F* dr = ds.data() + rr * p.s;
+            for (int64_t j = 0; j < live; ++j) gmb[j * gss] += dr[j];
           }
         }
-        if (!want[0] && !want[1]) continue;
-        if (qk_finite) {
-          if (want[0]) {
-            gemm<F>(false, false, rows, p.e, p.s, scale, ds.data(), p.s, kb, p.e, F(0),
-                    dq.data() + (b * p.l + i0) * p.e, p.e);
+      }
+      if (!want[0] && !want[1]) continue;
+      if (qk_finite) {
+        if (want[0]) {
+          gemm<F>(false, false, rows, p.e, live, scale, ds.data(), p.s, kb, p.e, F(0),
+                  dq.data() + (b * p.l + i0) * p.e, p.e);
+        }
+        if (want[1]) {
+          gemm<F>(true, false, live, p.e, rows, scale, ds.data(), p.s, qb + i0 * p.e, p.e, F(1),
+                  dk.data() + b * p.s * p.e, p.e);
+        }
+        continue;
+      }
+      // Inf/NaN in Q or K: skip zero terms as the reference does (0 * Inf would be NaN).
+      for (int64_t rr = 0; rr < rows; ++rr) {
+        const F* qi = qb + (i0 + rr) * p.e;
+        F* dqi = want[0] ? dq.data() + (b * p.l + i0 + rr) * p.e : nullptr;
+        for (int64_t j = 0; j < live; ++j) {
+          const F g = ds[static_cast<size_t>(rr * p.s + j)] * scale;
+          if (g == F(0)) continue;
+          const F* kj = kb + j * p.e;
+          if (dqi != nullptr) {
+            for (int64_t d = 0; d < p.e; ++d) dqi[d] += g * kj[d];
           }
           if (want[1]) {
-            gemm<F>(true, false, p.s, p.e, rows, scale, ds.data(), p.s, qb + i0 * p.e, p.e, F(1),
-                    dk.data() + b * p.s * p.e, p.e);
-          }
-          continue;
-        }
-        // Inf/NaN in Q or K: skip zero terms as the reference does (0 * Inf would be NaN).
-        for (int64_t rr = 0; rr < rows; ++rr) {
-          const F* qi = qb + (i0 + rr) * p.e;
-          F* dqi = want[0] ? dq.data() + (b * p.l + i0 + rr) * p.e : nullptr;
-          for (int64_t j = 0; j < p.s; ++j) {
-            const F g = ds[static_cast<size_t>(rr * p.s + j)] * scale;
-            if (g == F(0)) continue;
-            const F* kj = kb + j * p.e;
-            if (dqi != nullptr) {
-              for (int64_t d = 0; d < p.e; ++d) dqi[d] += g * kj[d];
-            }
-            if (want[1]) {
-              F* dkj = dk.data() + (b * p.s + j) * p.e;
-              for (int64_t d = 0; d < p.e; ++d) dkj[d] += g * qi[d];
-            }
+            F* dkj = dk.data() + (b * p.s + j) * p.e;
+            for (int64_t d = 0; d < p.e; ++d) dkj[d] += g * qi[d];
           }
         }
       }
     }
-    if (want[0]) dq.finish();
-    if (want[1]) dk.finish();
-    if (want[2]) dv.finish();
-    if (want[3]) dmask.finish();
-  });
+  }
+  if (want[0]) dq.finish();
+  if (want[1]) dk.finish();
+  if (want[2]) dv.finish();
+  if (want[3]) dmask.finish();
 }
 
 }  // namespace

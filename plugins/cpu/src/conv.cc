@@ -181,6 +181,55 @@ std::vector<F> load_bias(const ConvPlan& p) {
   return bias;
 }
 
+/// Depthwise forward (one input channel per group): each output plane is a sum of kh * kw
+/// shifted, scaled rows of its input plane, accumulated in F along output rows (vectorised),
+/// in the reference's term order (kernel rows, then kernel columns; the bias last). A GEMM per
+/// (image, channel) would have K = kh * kw and cost more in calls than in arithmetic.
+template <class F>
+void depthwise_forward(const ConvPlan& p, const F* x, const F* w, const F* bias, F* y) {
+  const int64_t planes = p.n * p.cout;
+  const int64_t in_plane = p.h * p.wd;
+  fork_join(planes, planes * p.p * p.kh * p.kw, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t n = t / p.cout, co = t % p.cout;
+      const int64_t ci = co / p.cout_g;  // group = input channel
+      const F* src = x + (n * p.cin + ci) * in_plane;
+      const F* taps = w + co * p.kh * p.kw;
+      F* dst = y + t * p.p;
+      std::fill(dst, dst + p.p, F(0));
+      for (int64_t oh = 0; oh < p.ho; ++oh) {
+        F* out = dst + oh * p.wo;
+        for (int64_t ki = 0; ki < p.kh; ++ki) {
+          const int64_t ih = oh * p.stride.h - p.padding.h + ki * p.dilation.h;
+          if (ih < 0 || ih >= p.h) continue;
+          for (int64_t kj = 0; kj < p.kw; ++kj) {
+            const int64_t offset = kj * p.dilation.w - p.padding.w;
+            int64_t lo, hi;
+            valid_range(p.wo, p.stride.w, offset, p.wd, lo, hi);
+            const F tap = taps[ki * p.kw + kj];
+            const F* row = src + ih * p.wd + offset;
+            if (p.stride.w == 1) {
+#pragma omp simd
+              for (int64_t ow = lo; ow < hi; ++ow) out[ow] += tap * row[ow];
+            } else if (p.stride.w == 2) {
+#pragma omp simd
+              for (int64_t ow = lo; ow < hi; ++ow) out[ow] += tap * row[2 * ow];
+            } else {
+              const int64_t sw = p.stride.w;
+              for (int64_t ow = lo; ow < hi; ++ow) out[ow] += tap * row[ow * sw];
+            }
+          }
+        }
+      }
+      if (bias != nullptr) {
+        const F b = bias[co];
+#pragma omp simd
+        for (int64_t i = 0; i < p.p; ++i) dst[i] += b;
+      }
+    }
+  });
+}
+
 template <class S>
 dx_error_t* conv2d_forward(const dx_kernel_call_t* call) noexcept {
   return guard(call->host, [&] {
@@ -197,6 +246,11 @@ dx_error_t* conv2d_forward(const dx_kernel_call_t* call) noexcept {
     const DenseInput<F, S> w(p.w);
     const std::vector<F> bias = load_bias<F, S>(p);
     const DenseOutput<F, S> y(yv, false);
+    if (p.cin_g == 1 && p.groups > 1) {
+      depthwise_forward<F>(p, x.data(), w.data(), p.has_bias ? bias.data() : nullptr, y.data());
+      y.finish();
+      return;
+    }
     const bool direct_col = p.pointwise && nb == 1;
     std::vector<F> col(direct_col ? 0 : static_cast<size_t>(p.k * nb * p.p));
     std::vector<F> product(nb == 1 ? 0 : static_cast<size_t>(p.cout_g * nb * p.p));

@@ -251,40 +251,11 @@ dx_error_t* unary_kernel(const dx_kernel_call_t* call) noexcept {
 
 // ---- copy / transpose -----------------------------------------------------------------------
 
-template <size_t Size>
-using RawT = std::conditional_t<
-    Size == 1, uint8_t,
-    std::conditional_t<Size == 2, uint16_t, std::conditional_t<Size == 4, uint32_t, uint64_t>>>;
-
-/// Copies `in` (any strides, already arranged in the output's dim order) into `out`.
+/// Copies `in` (any strides, already arranged in the output's dim order) into `out`: the
+/// dtype-blind byte mover of movement_util (memcpy runs, blocked tiles for transposes).
 template <class T>
 void strided_copy(const View& out, const View& in) {
-  using R = RawT<sizeof(T)>;
-  StridedLoop<2> loop;
-  loop.rank = out.rank;
-  for (int d = 0; d < out.rank; ++d) {
-    loop.shape[d] = out.shape[d];
-    loop.strides[0][d] = out.strides[d];
-    loop.strides[1][d] = in.strides[d];
-  }
-  loop.simplify();
-  R* const po = out.data<R>();
-  const R* const pi = in.data<R>();
-  auto row = [=](int64_t n, const int64_t* off, const int64_t* st) {
-    R* o = po + off[0];
-    const R* x = pi + off[1];
-    if (st[0] == 1 && st[1] == 1) {
-      if (o != x) std::memcpy(o, x, static_cast<size_t>(n) * sizeof(R));
-    } else if (st[0] == 1 && st[1] == 0) {
-      const R v = *x;
-#pragma omp simd
-      for (int64_t i = 0; i < n; ++i) o[i] = v;
-    } else {
-      const int64_t so = st[0], sx = st[1];
-      for (int64_t i = 0; i < n; ++i) o[i * so] = x[i * sx];
-    }
-  };
-  for_each_row(loop, row);
+  movement::copy_view(out, in);
 }
 
 template <class T>

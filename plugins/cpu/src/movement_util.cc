@@ -4,6 +4,10 @@
 #include <cstring>
 #include <string>
 
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
 namespace deepx::cpu::movement {
 namespace {
 
@@ -11,6 +15,223 @@ template <int Size>
 using Word = std::conditional_t<
     Size == 1, uint8_t,
     std::conditional_t<Size == 2, uint16_t, std::conditional_t<Size == 4, uint32_t, uint64_t>>>;
+
+// ---- blocked transpose ------------------------------------------------------------------------
+//
+// A copy whose output runs along one dim while the input runs along another (a transpose, or a
+// copy into / out of a transposed view) reads or writes one element per cache line in a plain
+// row loop. It is done instead in square tiles over those two dims (kTile x kTile elements, a
+// tile's lines staying in L2 while it is moved), each tile in register micro-tiles (8x8 4-byte /
+// 4x4 8-byte words with AVX, 4x4 / 2x2 with SSE2) grouped by cache line, and tiles spread over
+// the OpenMP threads.
+
+/// out[r * os + c] = in[c * is + r] for r < rows, c < cols: a plain loop, for edges and for the
+/// element sizes without a register transpose.
+template <class W>
+inline void transpose_scalar(W* out, int64_t os, const W* in, int64_t is, int64_t rows,
+                             int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    W* o = out + r * os;
+    for (int64_t c = 0; c < cols; ++c) o[c] = in[c * is + r];
+  }
+}
+
+#if defined(__SSE2__)
+/// A 4x4 block of 4-byte words: out row r = in column r.
+inline void transpose4x4_u32(uint32_t* out, int64_t os, const uint32_t* in, int64_t is) {
+  __m128 r0 = _mm_loadu_ps(reinterpret_cast<const float*>(in));
+  __m128 r1 = _mm_loadu_ps(reinterpret_cast<const float*>(in + is));
+  __m128 r2 = _mm_loadu_ps(reinterpret_cast<const float*>(in + 2 * is));
+  __m128 r3 = _mm_loadu_ps(reinterpret_cast<const float*>(in + 3 * is));
+  _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+  _mm_storeu_ps(reinterpret_cast<float*>(out), r0);
+  _mm_storeu_ps(reinterpret_cast<float*>(out + os), r1);
+  _mm_storeu_ps(reinterpret_cast<float*>(out + 2 * os), r2);
+  _mm_storeu_ps(reinterpret_cast<float*>(out + 3 * os), r3);
+}
+/// A 2x2 block of 8-byte words.
+inline void transpose2x2_u64(uint64_t* out, int64_t os, const uint64_t* in, int64_t is) {
+  const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in));
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + is));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_unpacklo_epi64(a, b));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + os), _mm_unpackhi_epi64(a, b));
+}
+#endif
+#if defined(__AVX__)
+/// An 8x8 block of 4-byte words (unpack, shuffle, then swap 128-bit halves).
+inline void transpose8x8_u32(uint32_t* out, int64_t os, const uint32_t* in, int64_t is) {
+  const float* src = reinterpret_cast<const float*>(in);
+  float* dst = reinterpret_cast<float*>(out);
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * is);
+  t[0] = _mm256_unpacklo_ps(r[0], r[1]);
+  t[1] = _mm256_unpackhi_ps(r[0], r[1]);
+  t[2] = _mm256_unpacklo_ps(r[2], r[3]);
+  t[3] = _mm256_unpackhi_ps(r[2], r[3]);
+  t[4] = _mm256_unpacklo_ps(r[4], r[5]);
+  t[5] = _mm256_unpackhi_ps(r[4], r[5]);
+  t[6] = _mm256_unpacklo_ps(r[6], r[7]);
+  t[7] = _mm256_unpackhi_ps(r[6], r[7]);
+  r[0] = _mm256_shuffle_ps(t[0], t[2], _MM_SHUFFLE(1, 0, 1, 0));
+  r[1] = _mm256_shuffle_ps(t[0], t[2], _MM_SHUFFLE(3, 2, 3, 2));
+  r[2] = _mm256_shuffle_ps(t[1], t[3], _MM_SHUFFLE(1, 0, 1, 0));
+  r[3] = _mm256_shuffle_ps(t[1], t[3], _MM_SHUFFLE(3, 2, 3, 2));
+  r[4] = _mm256_shuffle_ps(t[4], t[6], _MM_SHUFFLE(1, 0, 1, 0));
+  r[5] = _mm256_shuffle_ps(t[4], t[6], _MM_SHUFFLE(3, 2, 3, 2));
+  r[6] = _mm256_shuffle_ps(t[5], t[7], _MM_SHUFFLE(1, 0, 1, 0));
+  r[7] = _mm256_shuffle_ps(t[5], t[7], _MM_SHUFFLE(3, 2, 3, 2));
+  for (int i = 0; i < 4; ++i) {
+    _mm256_storeu_ps(dst + i * os, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+    _mm256_storeu_ps(dst + (i + 4) * os, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+  }
+}
+/// A 4x4 block of 8-byte words.
+inline void transpose4x4_u64(uint64_t* out, int64_t os, const uint64_t* in, int64_t is) {
+  const double* src = reinterpret_cast<const double*>(in);
+  double* dst = reinterpret_cast<double*>(out);
+  const __m256d r0 = _mm256_loadu_pd(src), r1 = _mm256_loadu_pd(src + is);
+  const __m256d r2 = _mm256_loadu_pd(src + 2 * is), r3 = _mm256_loadu_pd(src + 3 * is);
+  const __m256d t0 = _mm256_unpacklo_pd(r0, r1), t1 = _mm256_unpackhi_pd(r0, r1);
+  const __m256d t2 = _mm256_unpacklo_pd(r2, r3), t3 = _mm256_unpackhi_pd(r2, r3);
+  _mm256_storeu_pd(dst, _mm256_permute2f128_pd(t0, t2, 0x20));
+  _mm256_storeu_pd(dst + os, _mm256_permute2f128_pd(t1, t3, 0x20));
+  _mm256_storeu_pd(dst + 2 * os, _mm256_permute2f128_pd(t0, t2, 0x31));
+  _mm256_storeu_pd(dst + 3 * os, _mm256_permute2f128_pd(t1, t3, 0x31));
+}
+#endif
+
+/// Register block edge for element type W (1: no register transpose).
+template <class W>
+constexpr int64_t micro_block() {
+#if defined(__AVX__)
+  if constexpr (sizeof(W) == 4) return 8;
+  if constexpr (sizeof(W) == 8) return 4;
+#elif defined(__SSE2__)
+  if constexpr (sizeof(W) == 4) return 4;
+  if constexpr (sizeof(W) == 8) return 2;
+#endif
+  return 1;
+}
+
+/// One register block at (r, c): out[r * os + c] = in[c * is + r] over kB x kB elements.
+template <class W>
+inline void transpose_micro(W* out, int64_t os, const W* in, int64_t is) {
+#if defined(__AVX__)
+  if constexpr (sizeof(W) == 4) transpose8x8_u32(out, os, in, is);
+  else transpose4x4_u64(out, os, in, is);
+#elif defined(__SSE2__)
+  if constexpr (sizeof(W) == 4) transpose4x4_u32(out, os, in, is);
+  else transpose2x2_u64(out, os, in, is);
+#else
+  (void)out, (void)os, (void)in, (void)is;
+#endif
+}
+
+/// One tile: out[r * os + c] = in[c * is + r], r < rows, c < cols. Register blocks are grouped
+/// into cache-line blocks (kLine x kLine elements, kLine = one 64-byte line of W), visited so
+/// that both halves (or quarters) of each input line are read back to back and each output
+/// line is completed before the next line block: with row pitches that are multiples of 4 KiB
+/// every row maps to the same L1 set, so a line left half-used is usually evicted before its
+/// other half is needed (measured: 1.8x faster than micro-tiles in plain row order).
+template <class W>
+void transpose_tile(W* out, int64_t os, const W* in, int64_t is, int64_t rows, int64_t cols) {
+  constexpr int64_t kB = micro_block<W>();
+  if constexpr (kB > 1) {
+    constexpr int64_t kLine = 64 / static_cast<int64_t>(sizeof(W));
+    const int64_t line_rows = rows / kLine * kLine, line_cols = cols / kLine * kLine;
+    for (int64_t r = 0; r < line_rows; r += kLine) {
+      for (int64_t c = 0; c < line_cols; c += kLine) {
+        for (int64_t cb = 0; cb < kLine; cb += kB) {
+          for (int64_t rb = 0; rb < kLine; rb += kB) {
+            transpose_micro(out + (r + rb) * os + c + cb, os, in + (c + cb) * is + r + rb, is);
+          }
+        }
+      }
+      if (line_cols < cols) {
+        transpose_scalar(out + r * os + line_cols, os, in + line_cols * is + r, is, kLine,
+                         cols - line_cols);
+      }
+    }
+    if (line_rows < rows) {
+      transpose_scalar(out + line_rows * os, os, in + line_rows, is, rows - line_rows, cols);
+    }
+  } else {
+    transpose_scalar(out, os, in, is, rows, cols);
+  }
+}
+
+/// Tile edge in elements: 256 x 256 4-byte words (256 KiB read + 256 KiB written, within L2;
+/// measured faster than L1-sized tiles with the line blocks above), 128 x 128 8-byte words.
+template <class W>
+constexpr int64_t tile_edge() {
+  return sizeof(W) >= 8 ? 128 : sizeof(W) == 4 ? 256 : 64;
+}
+
+/// If the simplified loop moves a transpose (the output's unit-stride dim is the last one and
+/// the input's unit-stride dim another, or the other way round), copies it tile by tile and
+/// returns true; otherwise returns false and leaves it to the row loop.
+template <class W>
+bool copy_transposed(const StridedLoop<2>& loop, W* po, const W* pi, bool parallel) {
+  const int rank = loop.rank;
+  if (rank < 2) return false;
+  const int last = rank - 1;
+  // Operand `along_rows` has unit stride in the last dim, the other in dim `other`.
+  int other = -1;
+  bool out_contiguous_in_last;
+  if (loop.strides[0][last] == 1 && loop.strides[1][last] != 1) {
+    out_contiguous_in_last = true;
+    for (int d = last - 1; d >= 0 && other < 0; --d) if (loop.strides[1][d] == 1) other = d;
+  } else if (loop.strides[1][last] == 1 && loop.strides[0][last] != 1) {
+    out_contiguous_in_last = false;
+    for (int d = last - 1; d >= 0 && other < 0; --d) if (loop.strides[0][d] == 1) other = d;
+  } else {
+    return false;
+  }
+  if (other < 0) return false;
+  // The tile kernel writes out rows along its c index and reads in columns: r runs along the
+  // input's unit-stride dim, c along the output's.
+  const int r_dim = out_contiguous_in_last ? other : last;
+  const int c_dim = out_contiguous_in_last ? last : other;
+  const int64_t rows = loop.shape[r_dim], cols = loop.shape[c_dim];
+  const int64_t os = loop.strides[0][r_dim], is = loop.strides[1][c_dim];
+  if (rows < 4 || cols < 4) return false;  // too thin to gain from tiles
+  // The remaining dims, iterated as a flat outer index.
+  int outer_dims[kMaxRank];
+  int outer_rank = 0;
+  int64_t outer = 1;
+  for (int d = 0; d < rank; ++d) {
+    if (d == r_dim || d == c_dim) continue;
+    outer_dims[outer_rank++] = d;
+    outer *= loop.shape[d];
+  }
+  constexpr int64_t kTile = tile_edge<W>();
+  const int64_t row_tiles = (rows + kTile - 1) / kTile, col_tiles = (cols + kTile - 1) / kTile;
+  const int64_t tasks = outer * row_tiles * col_tiles;
+  const int64_t total = outer * rows * cols;
+  const int threads = (!parallel || total < kParallelThreshold) ? 1 : available_threads();
+  auto tile = [&](int64_t t) {
+    const int64_t ct = t % col_tiles, rt = (t / col_tiles) % row_tiles;
+    int64_t rest = t / (col_tiles * row_tiles);
+    int64_t out_offset = 0, in_offset = 0;
+    for (int k = outer_rank - 1; k >= 0; --k) {
+      const int d = outer_dims[k];
+      const int64_t index = rest % loop.shape[d];
+      rest /= loop.shape[d];
+      out_offset += index * loop.strides[0][d];
+      in_offset += index * loop.strides[1][d];
+    }
+    const int64_t r0 = rt * kTile, c0 = ct * kTile;
+    transpose_tile(po + out_offset + r0 * os + c0, os, pi + in_offset + c0 * is + r0, is,
+                   std::min(kTile, rows - r0), std::min(kTile, cols - c0));
+  };
+  if (threads <= 1) {
+    for (int64_t t = 0; t < tasks; ++t) tile(t);
+  } else {
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t t = 0; t < tasks; ++t) tile(t);
+  }
+  return true;
+}
 
 template <class W>
 void copy_words(const View& out, const View& in, bool parallel) {
@@ -22,6 +243,7 @@ void copy_words(const View& out, const View& in, bool parallel) {
     loop.strides[1][d] = in.strides[d];
   }
   loop.simplify();
+  if (copy_transposed<W>(loop, out.data<W>(), in.data<const W>(), parallel)) return;
   W* const po = out.data<W>();
   const W* const pi = in.data<const W>();
   auto row = [=](int64_t n, const int64_t* off, const int64_t* st) {
