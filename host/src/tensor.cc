@@ -137,6 +137,36 @@ void ForEachElement(const DLTensor& t, uint64_t elem_bytes, Fn&& fn) {
 
 char* FirstByte(const DLTensor& t) { return static_cast<char*>(t.data) + t.byte_offset; }
 
+// Bytes from the first element of `t` to the end of the last one its strides reach (strides are
+// never negative: views and imports refuse them). 0 for an empty tensor.
+uint64_t SpanBytes(const DLTensor& t, uint64_t elem_bytes) {
+  if (Numel(t) == 0) return 0;
+  int64_t last = 0, s = 1;
+  for (int32_t d = t.ndim - 1; d >= 0; --d) {
+    last += (t.shape[d] - 1) * (t.strides ? t.strides[d] : s);
+    s *= t.shape[d];
+  }
+  return (static_cast<uint64_t>(last) + 1) * elem_bytes;
+}
+
+// Calls `fn(byte_offset, bytes)` for each maximal run of consecutive bytes of `t`, in row-major
+// order (a compact tensor is one run, a row-sliced one a run per row).
+template <class Fn>
+void ForEachRun(const DLTensor& t, uint64_t elem_bytes, Fn&& fn) {
+  uint64_t start = 0, length = 0;
+  ForEachElement(t, elem_bytes, [&](uint64_t off) {
+    if (length != 0 && off == start + length) {
+      length += elem_bytes;
+      return;
+    }
+    if (length != 0) fn(start, length);
+    start = off;
+    length = elem_bytes;
+  });
+  if (length != 0) fn(start, length);
+}
+
+
 bool HostAccessible(const dx_tensor_t* t) {
   if (t->storage && t->storage->space) return t->storage->space->HostAccessible();
   int32_t dt = t->dl.device.device_type;
@@ -425,13 +455,25 @@ DX_EXPORT dx_status_t dx_tensor_write(dx_tensor_t* tensor, const void* data, uin
       return DX_OK;
     }
     const Storage* s = tensor->storage;
-    if (s->space == nullptr || !IsCompact(tensor->dl)) {
+    if (s->space == nullptr) {
       return Fail(DX_UNSUPPORTED,
-                  "dx_tensor_write: non-compact device tensors (or imports of unserved devices) "
-                  "are not writable from the host yet; write a compact tensor and dx.copy it");
+                  "dx_tensor_write: the tensor is an import of a device no loaded plugin serves");
     }
-    dx_error_t* e = s->space->desc.copy(s->space->desc.space_data, FirstByte(tensor->dl), data,
-                                        want, DX_COPY_HOST_TO_DEVICE, nullptr);
+    if (IsCompact(tensor->dl)) {
+      dx_error_t* e = s->space->desc.copy(s->space->desc.space_data, FirstByte(tensor->dl), data,
+                                          want, DX_COPY_HOST_TO_DEVICE, nullptr);
+      return e ? FailFromError(e, "dx_tensor_write: ") : DX_OK;
+    }
+    // A strided device view: one copy per run of consecutive bytes, so bytes between the
+    // view's elements (another tensor's, perhaps in use) are never touched.
+    const char* src = static_cast<const char*>(data);
+    dx_error_t* e = nullptr;
+    ForEachRun(tensor->dl, elem, [&](uint64_t off, uint64_t bytes) {
+      if (e != nullptr) return;
+      e = s->space->desc.copy(s->space->desc.space_data, FirstByte(tensor->dl) + off, src, bytes,
+                              DX_COPY_HOST_TO_DEVICE, nullptr);
+      src += bytes;
+    });
     return e ? FailFromError(e, "dx_tensor_write: ") : DX_OK;
   });
 }
@@ -461,14 +503,29 @@ DX_EXPORT dx_status_t dx_tensor_read(const dx_tensor_t* tensor, void* data, uint
       return DX_OK;
     }
     const Storage* s = tensor->storage;
-    if (s->space == nullptr || !IsCompact(tensor->dl)) {
+    if (s->space == nullptr) {
       return Fail(DX_UNSUPPORTED,
-                  "dx_tensor_read: non-compact device tensors are not readable from the host "
-                  "yet; dx.copy into a compact tensor first");
+                  "dx_tensor_read: the tensor is an import of a device no loaded plugin serves");
     }
-    dx_error_t* e = s->space->desc.copy(s->space->desc.space_data, data, FirstByte(tensor->dl),
-                                        want, DX_COPY_DEVICE_TO_HOST, nullptr);
-    return e ? FailFromError(e, "dx_tensor_read: ") : DX_OK;
+    if (IsCompact(tensor->dl)) {
+      dx_error_t* e = s->space->desc.copy(s->space->desc.space_data, data, FirstByte(tensor->dl),
+                                          want, DX_COPY_DEVICE_TO_HOST, nullptr);
+      return e ? FailFromError(e, "dx_tensor_read: ") : DX_OK;
+    }
+    // A strided device view: one copy of the byte span its elements lie in (reading the bytes
+    // between them does no harm and costs one transfer instead of one per run), then a gather.
+    const uint64_t span = SpanBytes(tensor->dl, elem);
+    std::vector<char> staging(span);
+    dx_error_t* e = s->space->desc.copy(s->space->desc.space_data, staging.data(),
+                                        FirstByte(tensor->dl), span, DX_COPY_DEVICE_TO_HOST,
+                                        nullptr);
+    if (e != nullptr) return FailFromError(e, "dx_tensor_read: ");
+    char* dst = static_cast<char*>(data);
+    ForEachElement(tensor->dl, elem, [&](uint64_t off) {
+      std::memcpy(dst, staging.data() + off, elem);
+      dst += elem;
+    });
+    return DX_OK;
   });
 }
 

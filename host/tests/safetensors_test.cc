@@ -378,6 +378,64 @@ TEST_F(Safetensors, StridedViewsAreWrittenCompactly) {
   dx_safetensors_destroy(f);
 }
 
+// dx_tensor_read / dx_tensor_write of strided views of device memory (this fixture's
+// "scrambled" space is reachable only through its copy slot): reads copy the view's byte span
+// and gather, writes copy run by run and leave the bytes between the view's elements alone.
+TEST_F(Safetensors, StridedDeviceViewsReadAndWriteThroughTheCopySlot) {
+  std::vector<int32_t> grid(4 * 6);
+  for (int i = 0; i < 24; ++i) grid[i] = 1000 + i;
+  dx_tensor_t* base = Tensor(DX_DTYPE_I32, {4, 6},
+                             std::string(reinterpret_cast<const char*>(grid.data()), 96), device_);
+  // Transposed columns 1..4 of rows 0..2, and rank 0 at an offset.
+  const int64_t tshape[] = {4, 3}, tstrides[] = {1, 6};
+  dx_tensor_t* transposed = nullptr;
+  ASSERT_EQ(dx_tensor_view(base, tshape, tstrides, 2, 1, &transposed), DX_OK);
+  owned_.push_back(transposed);
+  std::vector<int32_t> got(12);
+  ASSERT_EQ(dx_tensor_read(transposed, got.data(), 48), DX_OK) << dx_last_error_message();
+  for (int r = 0; r < 4; ++r) {
+    for (int c = 0; c < 3; ++c) EXPECT_EQ(got[r * 3 + c], grid[c * 6 + 1 + r]) << r << "," << c;
+  }
+  dx_tensor_t* scalar = nullptr;
+  ASSERT_EQ(dx_tensor_view(base, nullptr, nullptr, 0, 23, &scalar), DX_OK);
+  owned_.push_back(scalar);
+  int32_t one = 0;
+  ASSERT_EQ(dx_tensor_read(scalar, &one, 4), DX_OK);
+  EXPECT_EQ(one, 1023);
+  EXPECT_EQ(dx_tensor_read(transposed, got.data(), 44), DX_INVALID_ARGUMENT);  // wrong size
+
+  // Write rows 1 and 3 (a stride-2 row view) and check every byte of the base.
+  const int64_t rshape[] = {2, 6}, rstrides[] = {12, 1};
+  dx_tensor_t* rows = nullptr;
+  ASSERT_EQ(dx_tensor_view(base, rshape, rstrides, 2, 6, &rows), DX_OK);
+  owned_.push_back(rows);
+  std::vector<int32_t> fresh(12);
+  for (int i = 0; i < 12; ++i) fresh[i] = -i - 1;
+  ASSERT_EQ(dx_tensor_write(rows, fresh.data(), 48), DX_OK) << dx_last_error_message();
+  ASSERT_EQ(dx_tensor_write(transposed, nullptr, 48), DX_INVALID_ARGUMENT);
+  std::vector<int32_t> after(24);
+  ASSERT_EQ(dx_tensor_read(base, after.data(), 96), DX_OK);
+  for (int r = 0; r < 4; ++r) {
+    for (int c = 0; c < 6; ++c) {
+      const int32_t want = r == 1 ? fresh[c] : r == 3 ? fresh[6 + c] : grid[r * 6 + c];
+      EXPECT_EQ(after[r * 6 + c], want) << r << "," << c;
+    }
+  }
+  // A column view (one element per run) round-trips too.
+  const int64_t cshape[] = {4}, cstrides[] = {6};
+  dx_tensor_t* column = nullptr;
+  ASSERT_EQ(dx_tensor_view(base, cshape, cstrides, 1, 5, &column), DX_OK);
+  owned_.push_back(column);
+  const int32_t col[4] = {7, 8, 9, 10};
+  ASSERT_EQ(dx_tensor_write(column, col, 16), DX_OK);
+  int32_t back[4] = {};
+  ASSERT_EQ(dx_tensor_read(column, back, 16), DX_OK);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(back[i], col[i]);
+  ASSERT_EQ(dx_tensor_read(base, after.data(), 96), DX_OK);
+  EXPECT_EQ(after[4], grid[4]);  // neighbours untouched
+  EXPECT_EQ(after[5], 7);
+}
+
 // Device memory is only reachable through its space's copy function (the fixture scrambles
 // its bytes): saving from it and loading into it must both go through the copy path.
 TEST_F(Safetensors, DeviceTensorsGoThroughTheCopyPath) {
