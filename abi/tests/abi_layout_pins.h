@@ -68,6 +68,13 @@
   DX_PIN(dx_memory_space_desc_t, ipc_export, 152) \
   DX_PIN(dx_memory_space_desc_t, ipc_import, 160) \
   DX_PIN(dx_memory_space_desc_t, ipc_close, 168) \
+  DX_PIN(dx_memory_space_desc_t, stats, 176) \
+  DX_PIN(dx_memory_stats_t, struct_size, 0) \
+  DX_PIN(dx_memory_stats_t, in_use_bytes, 8) \
+  DX_PIN(dx_memory_stats_t, peak_in_use_bytes, 16) \
+  DX_PIN(dx_memory_stats_t, reserved_bytes, 24) \
+  DX_PIN(dx_memory_stats_t, peak_reserved_bytes, 32) \
+  DX_PIN(dx_memory_stats_t, live_allocations, 40) \
   DX_PIN(dx_transport_desc_t, struct_size, 0) \
   DX_PIN(dx_transport_desc_t, name, 8) \
   DX_PIN(dx_transport_desc_t, latency_us, 16) \

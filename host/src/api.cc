@@ -195,6 +195,32 @@ DX_EXPORT dx_status_t dx_runtime_device_info(const dx_runtime_t* runtime, int32_
                   "dx_runtime_device_info");
 }
 
+DX_EXPORT dx_status_t dx_runtime_device_stats(const dx_runtime_t* runtime, int32_t index,
+                                              dx_memory_stats_t* out_stats) {
+  return Guard([&]() -> dx_status_t {
+    DX_REQUIRE(runtime != nullptr, "dx_runtime_device_stats: runtime is null");
+    const auto& spaces = runtime->core->spaces;
+    if (index < 0 || index >= static_cast<int32_t>(spaces.size())) {
+      return Failf(DX_OUT_OF_RANGE, "dx_runtime_device_stats: index %d out of range (%zu devices)",
+                   index, spaces.size());
+    }
+    const MemorySpace& s = spaces[index];
+    if (s.desc.stats == nullptr) {
+      return Failf(DX_UNSUPPORTED,
+                   "dx_runtime_device_stats: device '%s' (plugin '%s') reports no statistics",
+                   s.name.c_str(), runtime->core->plugins[s.plugin_index]->name.c_str());
+    }
+    dx_memory_stats_t full;
+    std::memset(&full, 0, sizeof full);
+    full.struct_size = sizeof full;
+    if (dx_error_t* e = s.desc.stats(s.desc.space_data, &full)) {
+      return FailFromError(e, "dx_runtime_device_stats: ");
+    }
+    return FillInfo(full, out_stats, DX_STRUCT_SIZE(dx_memory_stats_t, live_allocations),
+                    "dx_runtime_device_stats");
+  });
+}
+
 DX_EXPORT dx_status_t dx_runtime_find_device(const dx_runtime_t* runtime, const char* name,
                                              int32_t* out_index) {
   DX_REQUIRE(runtime != nullptr && name != nullptr && out_index != nullptr,

@@ -232,7 +232,7 @@ dx_error_t* RegisterMemorySpace(dx_host_context_t* context, const dx_memory_spac
       return MakeError(DX_INVALID_ARGUMENT, "register_memory_space: desc is null");
     }
     const std::string& plugin = context->plugin->name;
-    constexpr size_t kKnown = DX_STRUCT_SIZE(dx_memory_space_desc_t, ipc_close);
+    constexpr size_t kKnown = DX_STRUCT_SIZE(dx_memory_space_desc_t, stats);
     constexpr size_t kMinimum = DX_STRUCT_SIZE(dx_memory_space_desc_t, copy);
     if (desc->struct_size < kMinimum) {
       return MakeError(DX_INVALID_ARGUMENT, "register_memory_space (plugin '" + plugin +

@@ -176,6 +176,32 @@ TEST_F(Host, PluginAndRegistryQueries) {
   EXPECT_EQ(dx_runtime_op_name(rt_, 999, &name), DX_OUT_OF_RANGE);
 }
 
+TEST_F(Host, DeviceStatsComeFromTheSpacesSlot) {
+  dx_memory_stats_t st{};
+  EXPECT_EQ(dx_runtime_device_stats(rt_, device_, &st), DX_INVALID_ARGUMENT);  // size unset
+  EXPECT_EQ(dx_runtime_device_stats(rt_, device_, nullptr), DX_INVALID_ARGUMENT);
+  EXPECT_EQ(dx_runtime_device_stats(nullptr, device_, &st), DX_INVALID_ARGUMENT);
+  st.struct_size = DX_STRUCT_SIZE(dx_memory_stats_t, live_allocations);
+  EXPECT_EQ(dx_runtime_device_stats(rt_, 7, &st), DX_OUT_OF_RANGE);
+  EXPECT_EQ(dx_runtime_device_stats(rt_, -1, &st), DX_OUT_OF_RANGE);
+  ASSERT_EQ(dx_runtime_device_stats(rt_, device_, &st), DX_OK) << LastError();
+  EXPECT_EQ(st.reserved_bytes, 12345u);  // the test plugin's marker: the slot was called
+  const uint64_t before = st.live_allocations;
+  dx_tensor_t* t = Make({4, 4});
+  ASSERT_EQ(dx_runtime_device_stats(rt_, device_, &st), DX_OK);
+  EXPECT_EQ(st.live_allocations, before + 1);
+  dx_tensor_destroy(t);
+  tensors_.pop_back();
+  ASSERT_EQ(dx_runtime_device_stats(rt_, device_, &st), DX_OK);
+  EXPECT_EQ(st.live_allocations, before);
+  // A caller built against a smaller struct gets only the fields it declared.
+  dx_memory_stats_t small{};
+  small.struct_size = DX_STRUCT_SIZE(dx_memory_stats_t, in_use_bytes);
+  small.reserved_bytes = 77;
+  ASSERT_EQ(dx_runtime_device_stats(rt_, device_, &small), DX_OK);
+  EXPECT_EQ(small.reserved_bytes, 77u);
+}
+
 TEST_F(Host, LoadingTwiceIsRefused) {
   EXPECT_EQ(dx_runtime_load_plugin(rt_, "hosttest", nullptr), DX_ALREADY_EXISTS);
   EXPECT_NE(LastError().find("already loaded"), std::string::npos) << LastError();

@@ -378,6 +378,15 @@ TEST_F(Safetensors, StridedViewsAreWrittenCompactly) {
   dx_safetensors_destroy(f);
 }
 
+// A space registered with the 1.0 struct size before `stats` existed has no statistics.
+TEST_F(Safetensors, DeviceStatsOfASpaceWithoutTheSlotAreUnsupported) {
+  dx_memory_stats_t st{};
+  st.struct_size = DX_STRUCT_SIZE(dx_memory_stats_t, live_allocations);
+  EXPECT_EQ(dx_runtime_device_stats(rt_, device_, &st), DX_UNSUPPORTED);
+  EXPECT_NE(std::string(dx_last_error_message()).find("reports no statistics"), std::string::npos)
+      << dx_last_error_message();
+}
+
 // dx_tensor_read / dx_tensor_write of strided views of device memory (this fixture's
 // "scrambled" space is reachable only through its copy slot): reads copy the view's byte span
 // and gather, writes copy run by run and leave the bytes between the view's elements alone.

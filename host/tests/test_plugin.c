@@ -35,6 +35,17 @@ static dx_error_t* space_free(void* data, void* ptr, dx_stream_t stream) {
   free(ptr);
   return NULL;
 }
+/* Reports the live allocation count and a marker the host test recognises. */
+static dx_error_t* space_stats(void* data, dx_memory_stats_t* out) {
+  (void)data;
+  if (out->struct_size < DX_STRUCT_SIZE(dx_memory_stats_t, live_allocations)) {
+    return dx_errorf(g_host, DX_INVALID_ARGUMENT, "stats: struct_size %zu", out->struct_size);
+  }
+  out->live_allocations = (uint64_t)(__atomic_load_n(&g_allocs, __ATOMIC_RELAXED) -
+                                     __atomic_load_n(&g_frees, __ATOMIC_RELAXED));
+  out->reserved_bytes = 12345;
+  return NULL;
+}
 static dx_error_t* space_copy(void* data, void* dst, const void* src, uint64_t size,
                               int32_t direction, dx_stream_t stream) {
   (void)data;
@@ -116,7 +127,7 @@ static dx_error_t* init(const dx_host_t* host, dx_host_context_t* context, void*
   *out_state = NULL;
 
   memset(&s, 0, sizeof s);
-  s.struct_size = DX_STRUCT_SIZE(dx_memory_space_desc_t, ipc_close);
+  s.struct_size = DX_STRUCT_SIZE(dx_memory_space_desc_t, stats);
   s.name = "hosttest";
   s.device.device_type = kDLCPU;
   s.device.device_id = 0;
@@ -125,6 +136,7 @@ static dx_error_t* init(const dx_host_t* host, dx_host_context_t* context, void*
   s.alloc = space_alloc;
   s.free = space_free;
   s.copy = space_copy;
+  s.stats = space_stats;
   if ((e = host->register_memory_space(context, &s)) != NULL) return e;
 
   memset(&k, 0, sizeof k);

@@ -131,6 +131,19 @@ int Plugins(const std::vector<std::string>& args) {
     std::printf("DEVICE  %s (%s:%d, plugin #%d, alignment %llu)\n", d.name,
                 DeviceName(d.device_type).c_str(), d.device_id, d.plugin_index,
                 static_cast<unsigned long long>(d.alignment));
+    dx_memory_stats_t st;
+    std::memset(&st, 0, sizeof st);
+    st.struct_size = DX_STRUCT_SIZE(dx_memory_stats_t, live_allocations);
+    if (dx_runtime_device_stats(r.rt, i, &st) == DX_OK) {
+      std::printf("  memory: %llu B in use (peak %llu) in %llu blocks, %llu B reserved (peak %llu)\n",
+                  static_cast<unsigned long long>(st.in_use_bytes),
+                  static_cast<unsigned long long>(st.peak_in_use_bytes),
+                  static_cast<unsigned long long>(st.live_allocations),
+                  static_cast<unsigned long long>(st.reserved_bytes),
+                  static_cast<unsigned long long>(st.peak_reserved_bytes));
+    } else {
+      std::printf("  memory: no statistics (%s)\n", dx_last_error_message());
+    }
   }
   if (count == 0 && failures == 0) return 1;
   return failures == 0 ? 0 : 1;

@@ -209,6 +209,18 @@ typedef struct dx_device_info {
 DX_EXPORT dx_status_t dx_runtime_device_info(const dx_runtime_t* runtime, int32_t index,
                                              dx_device_info_t* out_info);
 
+/**
+ * @brief Reads device `index`'s allocation statistics (bytes in use and reserved, their peaks,
+ * live allocations) from the memory space that serves it.
+ *
+ * Set `out_stats->struct_size` (DX_STRUCT_SIZE(dx_memory_stats_t, live_allocations)) first;
+ * fields beyond it are left alone. Any thread; the plugin's slot must tolerate being called while
+ * kernels and copies run. ::DX_OUT_OF_RANGE for a bad index; ::DX_UNSUPPORTED when the space's plugin has no
+ * `stats` slot; otherwise the plugin's error, if any.
+ */
+DX_EXPORT dx_status_t dx_runtime_device_stats(const dx_runtime_t* runtime, int32_t index,
+                                              dx_memory_stats_t* out_stats);
+
 /** @brief Finds a device by name ("cpu", "cuda:0"); ::DX_NOT_FOUND when absent. */
 DX_EXPORT dx_status_t dx_runtime_find_device(const dx_runtime_t* runtime, const char* name,
                                              int32_t* out_index);

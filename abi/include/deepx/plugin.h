@@ -200,7 +200,8 @@ typedef enum dx_copy_direction {
  * Threading: every slot may be called concurrently from any host thread.
  */
 typedef struct dx_memory_space_desc {
-  /** DX_STRUCT_SIZE(dx_memory_space_desc_t, ipc_close) for 1.0; written by the plugin. */
+  /** DX_STRUCT_SIZE(dx_memory_space_desc_t, stats) for 1.0 (a plugin built before `stats`
+      existed passes DX_STRUCT_SIZE(dx_memory_space_desc_t, ipc_close)); written by the plugin. */
   size_t struct_size;
   /** Short unique name, NUL-terminated, e.g. "cpu" or "cuda:0". Borrowed for the call. */
   const char* name;
@@ -256,6 +257,11 @@ typedef struct dx_memory_space_desc {
                             void** out_ptr, uint64_t* out_size);
   /** Optional (mandatory with ipc_export). Unmaps memory from `ipc_import`. */
   dx_error_t* (*ipc_close)(void* space_data, void* ptr);
+  /** Optional. Writes the space's allocation statistics to `*out_stats` (see
+      ::dx_memory_stats_t for who sets what); called by dx_runtime_device_stats(). Must not
+      block on outstanding work. Present when `struct_size` reaches it
+      (DX_STRUCT_SIZE(dx_memory_space_desc_t, stats)). */
+  dx_error_t* (*stats)(void* space_data, dx_memory_stats_t* out_stats);
 } dx_memory_space_desc_t;
 
 /* ------------------------------------------------------------------------------------------ */

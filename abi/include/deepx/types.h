@@ -139,6 +139,31 @@ typedef struct dx_dlpack_versioned {
 
 /* Flags that plugins declare and clients read back (dx_kernel_info_t, dx_plugin_info_t). */
 
+/**
+ * @brief Allocation statistics of a memory space, as its `stats` slot
+ * (deepx/plugin.h) reports them and dx_runtime_device_stats() (deepx/host.h) returns them.
+ *
+ * The host zero-fills the struct and sets `struct_size` before calling the slot; the plugin
+ * writes the fields it knows that lie within `struct_size`. A field a space cannot measure stays
+ * 0. Byte counts are what the space's allocator accounts (a pool counts whole blocks; the CPU
+ * plugin counts the allocator's usable sizes), so they may exceed the sum of requested sizes.
+ */
+typedef struct dx_memory_stats {
+  /** DX_STRUCT_SIZE(dx_memory_stats_t, live_allocations) for 1.0; written by the caller. */
+  size_t struct_size;
+  /** Bytes in allocations not yet freed. */
+  uint64_t in_use_bytes;
+  /** High-water mark of `in_use_bytes` since the space was registered. */
+  uint64_t peak_in_use_bytes;
+  /** Bytes the space holds from the driver or the system, in use or cached for reuse (a memory
+      pool's size); 0 when the space caches nothing beyond what is in use. */
+  uint64_t reserved_bytes;
+  /** High-water mark of `reserved_bytes`. */
+  uint64_t peak_reserved_bytes;
+  /** Number of allocations not yet freed. */
+  uint64_t live_allocations;
+} dx_memory_stats_t;
+
 /** @brief Bit set of DX_KERNEL_FLAG_* values. */
 typedef uint64_t dx_kernel_flags_t;
 /** Same inputs give bit-identical outputs on every run. */

@@ -2,6 +2,7 @@
 #ifndef DEEPX_PLUGINS_CPU_KERNELS_H_
 #define DEEPX_PLUGINS_CPU_KERNELS_H_
 
+#include <atomic>
 #include <initializer_list>
 
 #include "common.h"
@@ -56,7 +57,14 @@ dx_error_t* register_memory_space(const dx_host_t* host, dx_host_context_t* cont
 /// Per-runtime state handed to the memory space slots.
 struct PluginState {
   const dx_host_t* host;
+  // The "cpu" space's allocation statistics (memory.cc; the space's `stats` slot).
+  std::atomic<uint64_t> in_use_bytes{0};
+  std::atomic<uint64_t> peak_in_use_bytes{0};
+  std::atomic<uint64_t> live_allocations{0};
 };
+
+// This variant's plugin descriptor (plugin.cc); entry.cc hands the chosen variant's to the host.
+const dx_plugin_t* plugin_descriptor();
 
 }  // namespace deepx::cpu
 

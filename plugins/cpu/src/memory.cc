@@ -1,5 +1,6 @@
 // The "cpu" memory space: ordinary host memory, 64-byte aligned, synchronous (no streams,
 // events or IPC: the null slots tell the host so).
+#include <malloc.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -18,6 +19,26 @@ constexpr uint64_t kAlignment = 64;
 constexpr uint64_t kParallelBytes = uint64_t{1} << 22;
 
 const dx_host_t* host_of(void* space_data) { return static_cast<PluginState*>(space_data)->host; }
+
+// Statistics count the allocator's usable size of each block: free() gets no size, and
+// malloc_usable_size gives the same number at both ends.
+void count_alloc(void* space_data, void* p) {
+  auto* state = static_cast<PluginState*>(space_data);
+  const uint64_t bytes = malloc_usable_size(p);
+  const uint64_t now = state->in_use_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  uint64_t peak = state->peak_in_use_bytes.load(std::memory_order_relaxed);
+  while (now > peak && !state->peak_in_use_bytes.compare_exchange_weak(
+                           peak, now, std::memory_order_relaxed)) {
+  }
+  state->live_allocations.fetch_add(1, std::memory_order_relaxed);
+}
+
+void count_free(void* space_data, void* p) {
+  auto* state = static_cast<PluginState*>(space_data);
+  state->in_use_bytes.fetch_sub(malloc_usable_size(p), std::memory_order_relaxed);
+  state->live_allocations.fetch_sub(1, std::memory_order_relaxed);
+}
+
 
 /// Splits [0, size) into per-thread pieces aligned to 64 bytes and calls body(begin, end).
 template <class Body>
@@ -54,11 +75,14 @@ dx_error_t* space_alloc(void* space_data, uint64_t size, dx_stream_t, void** out
     if (p == nullptr) {
       fail(DX_OUT_OF_MEMORY, "cpu: alloc: cannot allocate " + std::to_string(size) + " bytes");
     }
+    count_alloc(space_data, p);
     *out_ptr = p;
   });
 }
 
-dx_error_t* space_free(void*, void* ptr, dx_stream_t) {
+dx_error_t* space_free(void* space_data, void* ptr, dx_stream_t) {
+  if (ptr == nullptr) return nullptr;
+  count_free(space_data, ptr);
   std::free(ptr);
   return nullptr;
 }
@@ -115,12 +139,30 @@ dx_error_t* space_fill(void* space_data, void* dst, uint64_t size, const void* p
   });
 }
 
+dx_error_t* space_stats(void* space_data, dx_memory_stats_t* out) {
+  return guard(host_of(space_data), [&] {
+    if (out == nullptr) fail(DX_INVALID_ARGUMENT, "cpu: stats: out_stats is null");
+    if (out->struct_size < sizeof(size_t)) fail(DX_INVALID_ARGUMENT, "cpu: stats: struct_size unset");
+    const auto* state = static_cast<const PluginState*>(space_data);
+    dx_memory_stats_t full{};
+    full.in_use_bytes = state->in_use_bytes.load(std::memory_order_relaxed);
+    full.peak_in_use_bytes = state->peak_in_use_bytes.load(std::memory_order_relaxed);
+    full.live_allocations = state->live_allocations.load(std::memory_order_relaxed);
+    // Freed blocks go back to the C library at once: nothing is reserved beyond what is in use,
+    // so reserved_bytes and its peak stay 0.
+    const size_t known = DX_STRUCT_SIZE(dx_memory_stats_t, live_allocations);
+    std::memcpy(reinterpret_cast<char*>(out) + sizeof(size_t),
+                reinterpret_cast<const char*>(&full) + sizeof(size_t),
+                std::min(known, out->struct_size) - sizeof(size_t));
+  });
+}
+
 }  // namespace
 
 dx_error_t* register_memory_space(const dx_host_t* host, dx_host_context_t* context,
                                   void* space_data) {
   dx_memory_space_desc_t desc{};
-  desc.struct_size = DX_STRUCT_SIZE(dx_memory_space_desc_t, ipc_close);
+  desc.struct_size = DX_STRUCT_SIZE(dx_memory_space_desc_t, stats);
   desc.name = "cpu";
   desc.device = DLDevice{kDLCPU, 0};
   desc.kind = DX_MEMORY_HOST;
@@ -131,6 +173,7 @@ dx_error_t* register_memory_space(const dx_host_t* host, dx_host_context_t* cont
   desc.free = &space_free;
   desc.copy = &space_copy;
   desc.fill = &space_fill;
+  desc.stats = &space_stats;
   return host->register_memory_space(context, &desc);
 }
 

@@ -11,6 +11,7 @@
 // across processes; exporting a pool allocation is DX_UNSUPPORTED with that advice.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -73,6 +74,15 @@ dx_error_t* device_alloc(void* space_data, uint64_t size, dx_stream_t stream, vo
       fail(DX_OUT_OF_MEMORY, std::string(DXG_BACKEND_NAME ": cannot allocate ") + std::to_string(size) +
                                  " bytes on " + s.device->space_name + ": " + gpuGetErrorString(status));
     }
+    {
+      std::lock_guard<std::mutex> lock(s.device->stats_mutex);
+      ++s.device->live_allocations;
+      if (!(s.state->use_pool && s.device->pools_supported)) {
+        s.device->live_sizes[p] = size;
+        s.device->in_use_bytes += size;
+        s.device->peak_in_use_bytes = std::max(s.device->peak_in_use_bytes, s.device->in_use_bytes);
+      }
+    }
     *out_ptr = p;
   });
 }
@@ -88,6 +98,44 @@ dx_error_t* device_free(void* space_data, void* ptr, dx_stream_t stream) {
     } else {
       check(gpuFree(ptr), "free");
     }
+    std::lock_guard<std::mutex> lock(s.device->stats_mutex);
+    if (s.device->live_allocations > 0) --s.device->live_allocations;
+    auto it = s.device->live_sizes.find(ptr);
+    if (it != s.device->live_sizes.end()) {
+      s.device->in_use_bytes -= it->second;
+      s.device->live_sizes.erase(it);
+    }
+  });
+}
+
+dx_error_t* device_stats(void* space_data, dx_memory_stats_t* out) {
+  return guard(host_of(space_data), [&] {
+    if (out == nullptr) fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": stats: out_stats is null");
+    if (out->struct_size < sizeof(size_t)) {
+      fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": stats: struct_size unset");
+    }
+    SpaceData& s = space_of(space_data);
+    dx_memory_stats_t full{};
+    if (s.state->use_pool && s.device->pools_supported) {
+      DeviceGuard device(s.device->index);
+      const PoolStats p = pool_stats(*s.device);
+      full.in_use_bytes = p.used;
+      full.peak_in_use_bytes = p.used_high;
+      full.reserved_bytes = p.reserved;
+      full.peak_reserved_bytes = p.reserved_high;
+    }
+    {
+      std::lock_guard<std::mutex> lock(s.device->stats_mutex);
+      full.live_allocations = s.device->live_allocations;
+      if (!(s.state->use_pool && s.device->pools_supported)) {
+        full.in_use_bytes = s.device->in_use_bytes;
+        full.peak_in_use_bytes = s.device->peak_in_use_bytes;
+      }
+    }
+    const size_t known = DX_STRUCT_SIZE(dx_memory_stats_t, live_allocations);
+    std::memcpy(reinterpret_cast<char*>(out) + sizeof(size_t),
+                reinterpret_cast<const char*>(&full) + sizeof(size_t),
+                std::min(known, out->struct_size) - sizeof(size_t));
   });
 }
 
@@ -339,16 +387,12 @@ dx_error_t* register_memory_spaces(PluginState* state) {
     data->state = state;
     data->device = device.get();
     dx_memory_space_desc_t desc{};
-    desc.struct_size = DX_STRUCT_SIZE(dx_memory_space_desc_t, ipc_close);
+    desc.struct_size = DX_STRUCT_SIZE(dx_memory_space_desc_t, stats);
     desc.name = device->space_name.c_str();
     desc.device = DLDevice{static_cast<DLDeviceType>(kDeviceType), device->index};
-#if defined(DXG_HOST_EMULATION)
-    // The emulated "device" memory is host memory, and saying so lets the host read strided
-    // outputs directly (it cannot yet read non-compact tensors of a real device space).
-    desc.kind = DX_MEMORY_MANAGED;
-#else
+    // Device kind in the emulated build too: the host then reaches this memory only through
+    // the copy slot, as on a real GPU (strided reads and writes included).
     desc.kind = DX_MEMORY_DEVICE;
-#endif
     desc.capacity = device->capacity;
     desc.alignment = kDeviceAlignment;
     desc.space_data = data.get();
@@ -367,6 +411,7 @@ dx_error_t* register_memory_spaces(PluginState* state) {
     desc.ipc_export = &device_ipc_export;
     desc.ipc_import = &device_ipc_import;
     desc.ipc_close = &device_ipc_close;
+    desc.stats = &device_stats;
     state->spaces.push_back(std::move(data));
     if (dx_error_t* e = host->register_memory_space(state->context, &desc)) return e;
   }

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -100,6 +101,13 @@ struct DeviceState {
   std::string space_name;
   std::mutex blas_mutex;  // guards blas_handle (cuBLAS handles hold a mutable stream)
   void* blas_handle = nullptr;
+  // Allocation statistics (the space's `stats` slot). The pool reports its own bytes; without a
+  // pool (DEEPX_GPU_ALLOCATOR=device) the sizes of live blocks are kept here, since cudaFree /
+  // hipFree take no size.
+  std::mutex stats_mutex;
+  std::unordered_map<void*, uint64_t> live_sizes;  // guarded by stats_mutex
+  uint64_t live_allocations = 0;                   // guarded by stats_mutex
+  uint64_t in_use_bytes = 0, peak_in_use_bytes = 0;  // guarded; allocator=device only
 };
 
 /// Data of a memory space slot (space_data).
