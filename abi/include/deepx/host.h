@@ -349,6 +349,25 @@ DX_EXPORT dx_status_t dx_tensor_copy(dx_runtime_t* runtime, dx_tensor_t* dst,
 /* DLPack exchange                                                                             */
 /* ------------------------------------------------------------------------------------------ */
 
+/*
+ * Stream semantics of the exchange (device tensors: kDLCUDA, kDLROCM, their host-pinned kinds).
+ * Every deepx call that touches tensor memory (dx_invoke*, dx_tensor_read/write/copy, the
+ * safetensors calls) is synchronous: the plugin enqueues the work on a stream of its own and
+ * waits for it before the call returns. Hence:
+ * - Export: when dx_tensor_to_dlpack() returns, every write deepx made to the tensor has
+ *   completed, so a consumer may read or write the memory on any stream at once, with no event
+ *   to wait for (in the Python protocol, any `stream` argument to `__dlpack__` is satisfied).
+ *   While the export lives, deepx keeps the memory allocated; the consumer must finish its own
+ *   work on it (synchronise its stream) before calling the deleter, after which deepx may free
+ *   and reuse it.
+ * - Import: the producer must have completed its writes before dx_tensor_from_dlpack() (for
+ *   example, synchronise the producer's stream; PyTorch: torch.cuda.current_stream().synchronize()),
+ *   because deepx's streams do not wait on the producer's. The producer must not write the
+ *   memory while a deepx call uses it. deepx calls the deleter after its last use has completed.
+ * - Memory of a device no loaded plugin serves imports as a tensor that can be exported again
+ *   but not computed on, read or written (::DX_UNSUPPORTED).
+ */
+
 /**
  * @brief Imports a DLPack >= 1.0 tensor without copying.
  *
