@@ -9,9 +9,14 @@
 //   plugin <name>
 //   sha256 <hex>
 //   suite <version>
+//   build <build id>                                 (optional, may repeat)
 //   kernel <op> <device type> <dtype,dtype,...>     (packed dx_dtype_t values, decimal)
 //
-// Unknown keys are ignored, so later suites can add lines.
+// Unknown keys are ignored, so later suites can add lines. `build` lines name the descriptor
+// build ids the verdict was earned by: one .so can serve several (the CPU plugin compiles its
+// kernels per instruction set and picks one at load), and a certificate earned by one variant
+// must not vouch for another that never ran the suite. Without `build` lines any build id of
+// the hashed file is covered (certificates of earlier suites).
 #include <sys/stat.h>
 
 #include <cstdlib>
@@ -43,7 +48,7 @@ bool Exists(const std::string& path) {
 
 // Parses `path`; on failure returns false with `why` set.
 bool Parse(const std::string& path, const std::string& plugin_name, std::string* sha256,
-           std::set<KernelKey>* kernels, std::string* why) {
+           std::set<std::string>* builds, std::set<KernelKey>* kernels, std::string* why) {
   std::ifstream in(path);
   if (!in) {
     *why = "cannot read " + path;
@@ -66,6 +71,14 @@ bool Parse(const std::string& path, const std::string& plugin_name, std::string*
       fields >> name;
     } else if (key == "sha256") {
       fields >> *sha256;
+    } else if (key == "build") {
+      std::string id;
+      fields >> id;
+      if (id.empty()) {
+        *why = path + ":" + std::to_string(number) + ": empty build line";
+        return false;
+      }
+      builds->insert(id);
     } else if (key == "kernel") {
       KernelKey k;
       std::string dtypes;
@@ -120,9 +133,10 @@ void EvaluateCertificate(const Core& core, Plugin& plugin, std::vector<PendingKe
     return;
   }
   std::string expected_sha;
+  std::set<std::string> builds;
   std::set<KernelKey> certified;
   std::string why;
-  if (!Parse(plugin.certificate, plugin.name, &expected_sha, &certified, &why)) {
+  if (!Parse(plugin.certificate, plugin.name, &expected_sha, &builds, &certified, &why)) {
     plugin.certification = DX_CERTIFICATION_INVALID;
     plugin.certification_note = why;
     return;
@@ -139,6 +153,16 @@ void EvaluateCertificate(const Core& core, Plugin& plugin, std::vector<PendingKe
                                 plugin.path + " (SHA-256 " + expected_sha.substr(0, 12) +
                                 "..., this file is " + actual->substr(0, 12) +
                                 "...); certify it again";
+    return;
+  }
+  if (!builds.empty() && builds.count(plugin.build_id) == 0) {
+    std::string listed;
+    for (const auto& b : builds) listed += (listed.empty() ? "" : ", ") + b;
+    plugin.certification = DX_CERTIFICATION_INVALID;
+    plugin.certification_note = plugin.certificate + " covers build " + listed + " of " +
+                                plugin.path + ", but this process loaded build " +
+                                plugin.build_id +
+                                " (another instruction-set variant?); certify it again here";
     return;
   }
   plugin.certification = DX_CERTIFICATION_VALID;

@@ -144,6 +144,29 @@ TEST_F(Certificates, ACertificateOfAnotherBuildIsInvalid) {
   EXPECT_NE(LastError().find("certify it again"), std::string::npos) << LastError();
 }
 
+// One .so may serve several builds (the CPU plugin picks an instruction-set variant at load and
+// says which in its build id): `build` lines restrict a certificate to the builds that earned it.
+TEST_F(Certificates, BuildLinesCoverOnlyTheBuildsTheyName) {
+  const std::string head = "deepx-certificate 1\nplugin hosttest\nsha256 " + sha_ + "\n";
+  WriteCertificate(head + "build other+x86-64-v4\nbuild test\n" + AddKernelLine());
+  Open(DX_RUNTIME_FLAG_IGNORE_ENV | DX_RUNTIME_FLAG_REQUIRE_CERTIFIED);
+  EXPECT_EQ(Info().certification, DX_CERTIFICATION_VALID) << Info().certification_note;
+  EXPECT_EQ(Add(), DX_OK) << LastError();
+
+  WriteCertificate(head + "build test+x86-64-v4\n" + AddKernelLine());
+  dx_runtime_destroy(rt_);
+  rt_ = nullptr;
+  for (auto* t : tensors_) dx_tensor_destroy(t);
+  tensors_.clear();
+  Open(DX_RUNTIME_FLAG_IGNORE_ENV | DX_RUNTIME_FLAG_REQUIRE_CERTIFIED);
+  dx_plugin_info_t info = Info();
+  EXPECT_EQ(info.certification, DX_CERTIFICATION_INVALID);
+  const std::string note = info.certification_note;
+  EXPECT_NE(note.find("covers build test+x86-64-v4"), std::string::npos) << note;
+  EXPECT_NE(note.find("loaded build test "), std::string::npos) << note;
+  EXPECT_EQ(Add(), DX_PERMISSION_DENIED);
+}
+
 TEST_F(Certificates, MalformedCertificatesAreInvalidNotFatal) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"hello\n", "not a deepx certificate"},
@@ -154,6 +177,7 @@ TEST_F(Certificates, MalformedCertificatesAreInvalidNotFatal) {
        "malformed kernel line"},
       {"deepx-certificate 1\nplugin hosttest\nsha256 " + sha_ + "\nkernel dx.add 1 x,y\n",
        "malformed dtype"},
+      {"deepx-certificate 1\nplugin hosttest\nsha256 " + sha_ + "\nbuild\n", "empty build line"},
   };
   for (const auto& [text, expected] : cases) {
     WriteCertificate(text);
