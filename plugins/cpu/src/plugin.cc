@@ -9,6 +9,11 @@
 #ifndef DEEPX_CPU_BUILD_ID
 #define DEEPX_CPU_BUILD_ID "unknown"
 #endif
+// The instruction-set variant this copy of the kernels is compiled for (CMakeLists.txt builds
+// the kernel sources once per variant; entry.cc picks one at load time).
+#ifndef DEEPX_CPU_ISA_NAME
+#define DEEPX_CPU_ISA_NAME "baseline"
+#endif
 
 namespace deepx::cpu {
 
@@ -72,21 +77,14 @@ constexpr dx_plugin_t kPlugin = {
     "cpu",
     "deepx",
     DEEPX_CPU_PLUGIN_VERSION,
-    DEEPX_CPU_BUILD_ID,
+    DEEPX_CPU_BUILD_ID "+" DEEPX_CPU_ISA_NAME,  // says which variant serves this process
     DX_PLUGIN_CAP_KERNELS | DX_PLUGIN_CAP_MEMORY | DX_PLUGIN_CAP_CONCURRENT_KERNELS,
     &plugin_init,
     &plugin_shutdown,
 };
 
 }  // namespace
-}  // namespace deepx::cpu
 
-extern "C" DX_EXPORT const dx_plugin_t* dx_plugin_entry(uint32_t host_abi_min,
-                                                        uint32_t host_abi_max) {
-  // Serve any host whose range includes our major (any minor of it loads).
-  const unsigned ours = DX_ABI_VERSION_MAJOR;
-  if (DX_VERSION_MAJOR(host_abi_min) > ours || DX_VERSION_MAJOR(host_abi_max) < ours) {
-    return nullptr;
-  }
-  return &deepx::cpu::kPlugin;
-}
+const dx_plugin_t* plugin_descriptor() { return &kPlugin; }
+
+}  // namespace deepx::cpu

@@ -392,6 +392,11 @@ class CpuPlugin : public ::testing::Test {
   void SetUp() override {
     auto& p = LoadedPlugin::get();
     ASSERT_NE(p.plugin, nullptr) << p.init_error;
+    // CTest runs this suite once per instruction-set variant (DEEPX_CPU_ISA); a variant this
+    // CPU cannot run is refused at init, and its tests say so instead of passing.
+    if (p.init_error.find("does not support") != std::string::npos) {
+      GTEST_SKIP() << "skipped: " << p.init_error;
+    }
     ASSERT_TRUE(p.init_error.empty()) << p.init_error;
   }
 };
@@ -456,6 +461,104 @@ TEST_F(CpuPlugin, EntryRefusesOtherMajors) {
   EXPECT_NE(entry(DX_MAKE_VERSION(0, 1), DX_MAKE_VERSION(1, 7)), nullptr);
   // Only the entry symbol is exported.
   EXPECT_EQ(dlsym(LoadedPlugin::get().library, "_ZN5deepx3cpu9make_viewEPK8DLTensorPKc"), nullptr);
+}
+
+// ---- instruction-set variants -------------------------------------------------------------------
+
+#ifndef DEEPX_CPU_TEST_ISA_VARIANTS
+#define DEEPX_CPU_TEST_ISA_VARIANTS "baseline"
+#endif
+
+/// Restores DEEPX_CPU_ISA when a test that changes it ends.
+struct ScopedIsaEnv {
+  std::optional<std::string> saved;
+  explicit ScopedIsaEnv(const char* value) {
+    if (const char* v = std::getenv("DEEPX_CPU_ISA")) saved = v;
+    if (value == nullptr) {
+      unsetenv("DEEPX_CPU_ISA");
+    } else {
+      setenv("DEEPX_CPU_ISA", value, 1);
+    }
+  }
+  ~ScopedIsaEnv() {
+    if (saved) {
+      setenv("DEEPX_CPU_ISA", saved->c_str(), 1);
+    } else {
+      unsetenv("DEEPX_CPU_ISA");
+    }
+  }
+};
+
+bool cpu_runs(const std::string& isa) {
+  if (isa == "x86-64-v4") return __builtin_cpu_supports("x86-64-v4") != 0;
+  if (isa == "x86-64-v3") return __builtin_cpu_supports("x86-64-v3") != 0;
+  return isa == "baseline";
+}
+
+// Initialises `p` with the fake host and returns its init error's status and message (or DX_OK).
+std::pair<dx_status_t, std::string> init_status(const dx_plugin_t* p) {
+  void* state = nullptr;
+  dx_error_t* e = p->init(&kHost, nullptr, &state);
+  if (e == nullptr) return {DX_OK, ""};
+  std::pair<dx_status_t, std::string> r{fake_error_code(e), fake_error_message(e)};
+  fake_error_destroy(e);
+  return r;
+}
+
+TEST(CpuIsaVariants, EntryPicksTheBestVariantTheCpuRunsOrTheOneAsked) {
+  void* library = LoadedPlugin::get().library;
+  ASSERT_NE(library, nullptr) << LoadedPlugin::get().init_error;
+  auto entry = reinterpret_cast<dx_plugin_entry_fn>(dlsym(library, DX_PLUGIN_ENTRY_SYMBOL));
+  ASSERT_NE(entry, nullptr);
+  std::vector<std::string> compiled;  // best first, as CMake lists them
+  {
+    std::string list = DEEPX_CPU_TEST_ISA_VARIANTS;
+    for (size_t at = 0; at <= list.size();) {
+      size_t comma = std::min(list.find(',', at), list.size());
+      compiled.push_back(list.substr(at, comma - at));
+      at = comma + 1;
+    }
+  }
+  ASSERT_EQ(compiled.back(), "baseline");
+  auto build_variant = [](const dx_plugin_t* p) {
+    std::string id = p->build_id;
+    return id.substr(id.rfind('+') + 1);
+  };
+  std::string best;
+  for (const auto& isa : compiled) {
+    if (cpu_runs(isa)) {
+      best = isa;
+      break;
+    }
+  }
+  for (const char* automatic : {static_cast<const char*>(nullptr), "", "auto"}) {
+    ScopedIsaEnv env(automatic);
+    const dx_plugin_t* p = entry(DX_ABI_VERSION, DX_ABI_VERSION);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(build_variant(p), best) << "DEEPX_CPU_ISA=" << (automatic ? automatic : "(unset)");
+  }
+  for (const auto& isa : compiled) {
+    ScopedIsaEnv env(isa.c_str());
+    const dx_plugin_t* p = entry(DX_ABI_VERSION, DX_ABI_VERSION);
+    ASSERT_NE(p, nullptr) << isa;
+    EXPECT_STREQ(p->name, "cpu");
+    if (cpu_runs(isa)) {
+      EXPECT_EQ(build_variant(p), isa);
+    } else {  // refused at init, never run: it would die of an illegal instruction
+      auto [code, message] = init_status(p);
+      EXPECT_EQ(code, DX_UNSUPPORTED) << isa;
+      EXPECT_NE(message.find("does not support"), std::string::npos) << message;
+    }
+  }
+  for (const char* bogus : {"avx9000", "x86-64-v5", "BASELINE", "native"}) {
+    ScopedIsaEnv env(bogus);
+    const dx_plugin_t* p = entry(DX_ABI_VERSION, DX_ABI_VERSION);
+    ASSERT_NE(p, nullptr) << bogus;
+    auto [code, message] = init_status(p);
+    EXPECT_EQ(code, DX_UNSUPPORTED) << bogus;
+    EXPECT_NE(message.find("names no variant of this build"), std::string::npos) << message;
+    EXPECT_NE(message.find("baseline"), std::string::npos) << message;  // lists the choices
+  }
 }
 
 // ---- memory space ------------------------------------------------------------------------------
