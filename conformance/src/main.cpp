@@ -306,10 +306,14 @@ std::string single_line(std::string text) {
 // host reads plugin, sha256 and kernel lines and ignores other keys; the verdict, the tolerance
 // table's hash and every relaxation the verdict relied on (with its reason) are recorded for
 // people and tools that read the certificate: a certificate with relaxations says so.
-std::string certificate_text(const std::string& plugin, const std::string& sha256, const std::string& suite,
-                             const std::string& verdict, const std::vector<const Relaxation*>& relaxations_used,
+std::string certificate_text(const std::string& plugin, const std::string& sha256, const std::string& build,
+                             const std::string& suite, const std::string& verdict,
+                             const std::vector<const Relaxation*>& relaxations_used,
                              const std::vector<const Claim*>& kernels) {
   std::string t = "deepx-certificate 1\nplugin " + plugin + "\nsha256 " + sha256 + "\nsuite " + suite + "\n";
+  // The build id that earned the verdict: one .so may serve several (the cpu plugin picks an
+  // instruction-set variant at load), and the host honours the certificate only for this one.
+  if (!build.empty() && build.find_first_of(" \t\r\n") == std::string::npos) t += "build " + build + "\n";
   t += "verdict " + verdict + "\n";
   t += "tolerance_table_sha256 " + tolerance_table_sha256() + "\n";
   for (const Relaxation* r : relaxations_used) t += single_line("relaxed " + relaxation_title(*r) + ": " + r->reason) + "\n";
@@ -592,8 +596,10 @@ int main(int argc, char** argv) {
   if (opt.seed_given) repro_prefix += " --seed " + std::to_string(opt.seed);
 
   if (!opt.quiet) {
-    std::fprintf(stderr, "deepx-certify: plugin %s %s (%s), reference %s, %zu cases, seed %llu\n", plugin_name.c_str(),
-                 plugin.info.version ? plugin.info.version : "", plugin.info.path ? plugin.info.path : "",
+    std::fprintf(stderr, "deepx-certify: plugin %s %s build %s (%s), reference %s, %zu cases, seed %llu\n",
+                 plugin_name.c_str(), plugin.info.version ? plugin.info.version : "",
+                 plugin.info.build_id && plugin.info.build_id[0] ? plugin.info.build_id : "-",
+                 plugin.info.path ? plugin.info.path : "",
                  reference.info.name ? reference.info.name : opt.reference.c_str(), cases.size(),
                  static_cast<unsigned long long>(opt.seed));
     if (self_check)
@@ -1010,7 +1016,8 @@ int main(int argc, char** argv) {
   std::string certificate_note;
   bool certificate_written = false;
   if (certified && !self_check && !so_sha.empty() && counts[Status::HarnessError] == 0) {
-    std::string text = certificate_text(plugin_name, so_sha, kSuiteVersion, verdict_word, relaxations_used, profile_claims);
+    std::string text = certificate_text(plugin_name, so_sha, plugin.info.build_id ? plugin.info.build_id : "",
+                                        kSuiteVersion, verdict_word, relaxations_used, profile_claims);
     const fs::path tmp = certificate_path.string() + ".tmp";
     {
       std::ofstream out(tmp, std::ios::binary | std::ios::trunc);

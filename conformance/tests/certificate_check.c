@@ -3,7 +3,8 @@
  * loads PLUGIN into a runtime whose certificate path is CERTIFICATE_DIR (the host looks for
  * <dir>/<plugin name>.certificate), and requires that
  *   - the file starts with the exact header lines (deepx-certificate 1, plugin, sha256, suite),
- *     followed by `verdict`, `tolerance_table_sha256`, `relaxed` and `kernel` lines only,
+ *     followed by `build`, `verdict`, `tolerance_table_sha256`, `relaxed` and `kernel` lines only
+ *     (at most one `build` line: deepx-certify writes the build id it certified),
  *   - its verdict line says VERDICT when given (CERTIFIED, CERTIFIED-with-relaxations), and
  *     there are `relaxed` lines exactly when the verdict is CERTIFIED-with-relaxations,
  *   - the host finds the certificate VALID for this binary,
@@ -78,7 +79,7 @@ int main(int argc, char** argv) {
   if (!f) return fail("cannot open the certificate file");
   char line[4096];
   char verdict[256] = "";
-  int kernel_lines = 0, relaxed_lines = 0, number = 0;
+  int kernel_lines = 0, relaxed_lines = 0, build_lines = 0, number = 0;
   const char* headers[4] = {"deepx-certificate 1", "plugin ", "sha256 ", "suite "};
   while (fgets(line, sizeof line, f)) {
     line[strcspn(line, "\n")] = 0;
@@ -91,7 +92,9 @@ int main(int argc, char** argv) {
       char op[256];
       int device = 0;
       char dtypes[1024];
-      if (strncmp(line, "verdict ", 8) == 0) {
+      if (strncmp(line, "build ", 6) == 0) {
+        if (++build_lines > 1 || line[6] == 0) return fclose(f), fail("malformed or repeated build line");
+      } else if (strncmp(line, "verdict ", 8) == 0) {
         snprintf(verdict, sizeof verdict, "%s", line + 8);
       } else if (strncmp(line, "relaxed ", 8) == 0) {
         ++relaxed_lines;
@@ -102,7 +105,7 @@ int main(int argc, char** argv) {
       } else {
         fclose(f);
         fprintf(stderr, "line %d: '%s'\n", number + 1, line);
-        return fail("malformed line (expected verdict, tolerance_table_sha256, relaxed or kernel)");
+        return fail("malformed line (expected build, verdict, tolerance_table_sha256, relaxed or kernel)");
       }
     }
     ++number;
