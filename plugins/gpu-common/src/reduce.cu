@@ -213,7 +213,7 @@ dx_error_t* softmax_forward(const dx_kernel_call_t* call) {
     const int effective_rank = rank == 0 ? 1 : rank;
     if (axis < 0) axis += effective_rank;
     if (axis < 0 || axis >= effective_rank) {
-      fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": softmax: axis out of range");
+      fail(DX_OUT_OF_RANGE, DXG_BACKEND_NAME ": softmax: axis out of range");
     }
     int64_t length = 1, in_stride = 0, out_stride = 0;
     std::vector<int64_t> outer_shape, outer_in, outer_out;
