@@ -168,6 +168,28 @@ void gemm_i8(Matrix<const int8_t> a, Matrix<const int8_t> b, Matrix<int32_t> c, 
   }
 }
 
+/// Row and column strides of one batch's matrix. NumPy's rank-1 operands: a vector on the left
+/// is one row (row stride 0), on the right one column (column stride 0); the product drops the
+/// vector's dim, so its remaining stride serves as the column (left vector) or row (right).
+struct MatrixStrides {
+  int64_t rs = 0, cs = 0;
+};
+
+inline MatrixStrides left_strides(const View& v, bool vector) {
+  return {vector ? 0 : v.strides[v.rank - 2], v.strides[v.rank - 1]};
+}
+
+inline MatrixStrides right_strides(const View& v, bool vector) {
+  return {vector ? v.strides[0] : v.strides[v.rank - 2], vector ? 0 : v.strides[v.rank - 1]};
+}
+
+inline MatrixStrides product_strides(const View& c, bool a_vector, bool b_vector) {
+  if (!a_vector && !b_vector) return {c.strides[c.rank - 2], c.strides[c.rank - 1]};
+  if (!a_vector) return {c.strides[c.rank - 1], 0};
+  if (!b_vector) return {0, c.strides[c.rank - 1]};
+  return {};
+}
+
 template <class S, class O>
 dx_error_t* matmul_kernel(const dx_kernel_call_t* call) noexcept {
   return guard(call->host, [&] {
@@ -230,18 +252,9 @@ dx_error_t* matmul_kernel(const dx_kernel_call_t* call) noexcept {
     }
 
     // Per-batch matrix strides.
-    const int64_t a_rs = a_vector ? 0 : a.strides[a.rank - 2], a_cs = a.strides[a.rank - 1];
-    const int64_t b_rs = b_vector ? b.strides[0] : b.strides[b.rank - 2];
-    const int64_t b_cs = b_vector ? 0 : b.strides[b.rank - 1];
-    int64_t c_rs = 0, c_cs = 0;
-    if (!a_vector && !b_vector) {
-      c_rs = out.strides[out.rank - 2];
-      c_cs = out.strides[out.rank - 1];
-    } else if (!a_vector) {
-      c_rs = out.strides[out.rank - 1];
-    } else if (!b_vector) {
-      c_cs = out.strides[out.rank - 1];
-    }
+    const auto [a_rs, a_cs] = left_strides(a, a_vector);
+    const auto [b_rs, b_cs] = right_strides(b, b_vector);
+    const auto [c_rs, c_cs] = product_strides(out, a_vector, b_vector);
     const S* const pa = a.data<const S>();
     const S* const pb = b.data<const S>();
     O* const pc = out.data<O>();
@@ -400,21 +413,11 @@ dx_error_t* matmul_backward_kernel(const dx_kernel_call_t* call) noexcept {
       fail(DX_UNSUPPORTED, "cpu: matmul dims above 2^31 - 1 are not supported");
     }
 
-    const int64_t a_rs = a_vector ? 0 : a.strides[a.rank - 2], a_cs = a.strides[a.rank - 1];
-    const int64_t b_rs = b_vector ? b.strides[0] : b.strides[b.rank - 2];
-    const int64_t b_cs = b_vector ? 0 : b.strides[b.rank - 1];
-    const int64_t da_rs = a_vector ? 0 : da.strides[da.rank - 2], da_cs = da.strides[da.rank - 1];
-    const int64_t db_rs = b_vector ? db.strides[0] : db.strides[db.rank - 2];
-    const int64_t db_cs = b_vector ? 0 : db.strides[db.rank - 1];
-    int64_t c_rs = 0, c_cs = 0;
-    if (!a_vector && !b_vector) {
-      c_rs = dy.strides[dy.rank - 2];
-      c_cs = dy.strides[dy.rank - 1];
-    } else if (!a_vector) {
-      c_rs = dy.strides[dy.rank - 1];
-    } else if (!b_vector) {
-      c_cs = dy.strides[dy.rank - 1];
-    }
+    const auto [a_rs, a_cs] = left_strides(a, a_vector);
+    const auto [b_rs, b_cs] = right_strides(b, b_vector);
+    const auto [da_rs, da_cs] = left_strides(da, a_vector);
+    const auto [db_rs, db_cs] = right_strides(db, b_vector);
+    const auto [c_rs, c_cs] = product_strides(dy, a_vector, b_vector);
     const S* const pdy = dy.data<const S>();
     const S* const pa = a.data<const S>();
     const S* const pb = b.data<const S>();
