@@ -169,13 +169,7 @@ dx_error_t* conv2d_forward(const dx_kernel_call_t* call) {
         run_gemm_f64<T>(exec, s, wc.base, col->get(), out);
       });
     }
-    const OperandShape bias = p.b ? OperandShape{{g.cout, 1, 1}, {p.b->strides[0], 0, 0}} : OperandShape{{g.cout, 1, 1}, {0, 0, 0}};
-    const Layout l = make_layout(y.shape, {y.operand(), OperandShape{y.shape, compact_strides(y.shape)}, bias});
-    dispatch_float(y.dtype, [&](auto tag) {
-      using T = tag_t<decltype(tag)>;
-      launch_for_each(exec, BiasRoundFn<T>{l, y.data<T>(), static_cast<const double*>(acc->get()), data_or_null<T>(p.b)},
-                      l.count);
-    });
+    round_with_bias(exec, y, acc, OperandShape{{g.cout, 1, 1}, {p.b ? p.b->strides[0] : 0, 0, 0}}, p.b);
     exec.finish();
   });
 }

@@ -139,13 +139,7 @@ dx_error_t* linear_forward(const dx_kernel_call_t* call) {
 #endif
     // Portable: f32-or-better products into an f64 buffer, then + bias, rounded once.
     ScratchPtr acc = gemm_to_f64(exec, y.dtype, direct, xr.v.base, p.w.base);
-    const OperandShape bias = p.b ? p.b->operand() : OperandShape{{p.out}, {0}};
-    const Layout l = make_layout(y.shape, {y.operand(), OperandShape{y.shape, compact_strides(y.shape)}, bias});
-    dispatch_float(y.dtype, [&](auto tag) {
-      using T = tag_t<decltype(tag)>;
-      launch_for_each(exec, BiasRoundFn<T>{l, y.data<T>(), static_cast<const double*>(acc->get()), data_or_null<T>(p.b)},
-                      l.count);
-    });
+    round_with_bias(exec, y, acc, p.b ? p.b->operand() : OperandShape{{p.out}, {0}}, p.b);
     exec.finish();
   });
 }

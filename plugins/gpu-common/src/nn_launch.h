@@ -153,6 +153,19 @@ T* data_or_null(const std::optional<View>& v) {
   return v ? v->data<T>() : nullptr;
 }
 
+/// The bias epilogue of linear and conv2d: y = acc + bias, rounded once into y (any layout).
+/// `acc` is a compact f64 buffer of y's shape; `bias` is the bias operand broadcast to y's
+/// shape (all-zero strides and a null `b` when there is no bias).
+inline void round_with_bias(Exec& exec, const View& y, const ScratchPtr& acc, const OperandShape& bias,
+                            const std::optional<View>& b) {
+  const Layout l = make_layout(y.shape, {y.operand(), OperandShape{y.shape, compact_strides(y.shape)}, bias});
+  dispatch_float(y.dtype, [&](auto tag) {
+    using T = tag_t<decltype(tag)>;
+    launch_for_each(exec, BiasRoundFn<T>{l, y.data<T>(), static_cast<const double*>(acc->get()), data_or_null<T>(b)},
+                    l.count);
+  });
+}
+
 }  // namespace deepx::gpu
 
 #endif  // DEEPX_PLUGINS_GPU_COMMON_NN_LAUNCH_H_
