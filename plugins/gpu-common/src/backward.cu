@@ -286,19 +286,7 @@ dx_error_t* reduction_backward(const dx_kernel_call_t* call) {
     const View x = make_view(call->inputs[1], "forward input 0");
     expect_dtype(dy, x.dtype, "output gradient 0");
     const int rank = x.rank();
-    std::vector<bool> reduced(static_cast<size_t>(rank), false);
-    const dx_attr_t* axes = attr_at(call, DX_REDUCE_AXES);
-    if (axes != nullptr && axes->type != DX_ATTR_I64_ARRAY) fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": axes must be an i64 array");
-    if (axes == nullptr || axes->count == 0) {
-      reduced.assign(static_cast<size_t>(rank), true);
-    } else {
-      for (int64_t i = 0; i < axes->count; ++i) {
-        int64_t a = axes->value.i64s[i];
-        if (a < 0) a += rank;
-        if (a < 0 || a >= rank || reduced[static_cast<size_t>(a)]) fail(DX_OUT_OF_RANGE, DXG_BACKEND_NAME ": bad axes");
-        reduced[static_cast<size_t>(a)] = true;
-      }
-    }
+    const std::vector<bool> reduced = reduce_axes_attr(call, rank);
     const bool keepdims = attr_bool(call, DX_REDUCE_KEEPDIMS, "keepdims", false);
     std::vector<int64_t> expected, strides(static_cast<size_t>(rank), 0);
     int64_t count = 1;
@@ -409,19 +397,7 @@ dx_error_t* extreme_or_prod_backward(const dx_kernel_call_t* call) {
     expect_dtype(dy, x.dtype, "output gradient 0");
     expect_same_shape(y, dy, "forward output 0");
     const int rank = x.rank();
-    std::vector<bool> reduced(static_cast<size_t>(rank), false);
-    const dx_attr_t* axes = attr_at(call, DX_REDUCE_AXES);
-    if (axes != nullptr && axes->type != DX_ATTR_I64_ARRAY) fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": axes must be an i64 array");
-    if (axes == nullptr || axes->count == 0) {
-      reduced.assign(static_cast<size_t>(rank), true);
-    } else {
-      for (int64_t i = 0; i < axes->count; ++i) {
-        int64_t a = axes->value.i64s[i];
-        if (a < 0) a += rank;
-        if (a < 0 || a >= rank || reduced[static_cast<size_t>(a)]) fail(DX_OUT_OF_RANGE, DXG_BACKEND_NAME ": bad axes");
-        reduced[static_cast<size_t>(a)] = true;
-      }
-    }
+    const std::vector<bool> reduced = reduce_axes_attr(call, rank);
     const bool keepdims = attr_bool(call, DX_REDUCE_KEEPDIMS, "keepdims", false);
     std::vector<int64_t> expected;
     for (int d = 0; d < rank; ++d) {

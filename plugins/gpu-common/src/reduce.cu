@@ -30,24 +30,7 @@ dx_error_t* reduce_forward(const dx_kernel_call_t* call) {
     expect_dtype(out, reduce_out_type(op, in.dtype), "output 0");
     expect_one_device({&in, &out});
     const int rank = in.rank();
-    std::vector<bool> reduced(static_cast<size_t>(rank), false);
-    const dx_attr_t* axes = attr_at(call, DX_REDUCE_AXES);
-    if (axes != nullptr && axes->type != DX_ATTR_I64_ARRAY) {
-      fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": reduction: axes must be an i64 array");
-    }
-    if (axes == nullptr || axes->count == 0) {
-      reduced.assign(static_cast<size_t>(rank), true);
-    } else {
-      for (int64_t i = 0; i < axes->count; ++i) {
-        int64_t a = axes->value.i64s[i];
-        if (a < 0) a += rank;
-        if (a < 0 || a >= rank || reduced[static_cast<size_t>(a)]) {
-          fail(DX_OUT_OF_RANGE, DXG_BACKEND_NAME ": reduction: axis " + std::to_string(axes->value.i64s[i]) +
-                                    " is out of range or repeated");
-        }
-        reduced[static_cast<size_t>(a)] = true;
-      }
-    }
+    const std::vector<bool> reduced = reduce_axes_attr(call, rank);
     const bool keepdims = attr_bool(call, DX_REDUCE_KEEPDIMS, "keepdims", false);
     std::vector<int64_t> expected, kept_shape, kept_in_strides, kept_out_strides;
     std::vector<int64_t> inner_shape, inner_strides;
@@ -125,25 +108,6 @@ ReducePlan plan_reduce(const View& in, const View& out, const std::vector<bool>&
   p.outer = make_layout(kept_shape, {OperandShape{kept_shape, kept_out}, OperandShape{kept_shape, kept_in}});
   p.inner = make_layout(inner_shape, {OperandShape{inner_shape, inner_in}});
   return p;
-}
-
-std::vector<bool> reduce_axes_attr(const dx_kernel_call_t* call, int rank) {
-  std::vector<bool> reduced(static_cast<size_t>(rank), false);
-  const dx_attr_t* axes = attr_at(call, DX_REDUCE_AXES);
-  if (axes != nullptr && axes->type != DX_ATTR_I64_ARRAY) {
-    fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": reduction: axes must be an i64 array");
-  }
-  if (axes == nullptr || axes->count == 0) return std::vector<bool>(static_cast<size_t>(rank), true);
-  for (int64_t i = 0; i < axes->count; ++i) {
-    int64_t a = axes->value.i64s[i];
-    if (a < 0) a += rank;
-    if (a < 0 || a >= rank || reduced[static_cast<size_t>(a)]) {
-      fail(DX_OUT_OF_RANGE, DXG_BACKEND_NAME ": reduction: axis " + std::to_string(axes->value.i64s[i]) +
-                                " is out of range or repeated");
-    }
-    reduced[static_cast<size_t>(a)] = true;
-  }
-  return reduced;
 }
 
 dx_error_t* prod_forward(const dx_kernel_call_t* call) {

@@ -108,6 +108,25 @@ Layout make_layout(const std::vector<int64_t>& shape, const std::vector<OperandS
   return *l;
 }
 
+std::vector<bool> reduce_axes_attr(const dx_kernel_call_t* call, int rank) {
+  std::vector<bool> reduced(static_cast<size_t>(rank), false);
+  const dx_attr_t* axes = attr_at(call, DX_REDUCE_AXES);
+  if (axes != nullptr && axes->type != DX_ATTR_I64_ARRAY) {
+    fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": reduction: axes must be an i64 array");
+  }
+  if (axes == nullptr || axes->count == 0) return std::vector<bool>(static_cast<size_t>(rank), true);
+  for (int64_t i = 0; i < axes->count; ++i) {
+    int64_t a = axes->value.i64s[i];
+    if (a < 0) a += rank;
+    if (a < 0 || a >= rank || reduced[static_cast<size_t>(a)]) {
+      fail(DX_OUT_OF_RANGE, DXG_BACKEND_NAME ": reduction: axis " + std::to_string(axes->value.i64s[i]) +
+                                " is out of range or repeated");
+    }
+    reduced[static_cast<size_t>(a)] = true;
+  }
+  return reduced;
+}
+
 bool attr_bool(const dx_kernel_call_t* call, int slot, const char* name, bool fallback) {
   const dx_attr_t* a = attr_at(call, slot);
   if (a == nullptr) return fallback;

@@ -186,6 +186,10 @@ inline const dx_attr_t* attr_at(const dx_kernel_call_t* call, int slot) {
   return a->type == DX_ATTR_NONE ? nullptr : a;
 }
 bool attr_bool(const dx_kernel_call_t* call, int slot, const char* name, bool fallback);
+/// The reduction ops' `axes` attribute as one flag per dim of a rank-`rank` input (unset or
+/// empty: every dim). Negative axes count from the end; a bad type is DX_INVALID_ARGUMENT, an
+/// out-of-range or repeated axis DX_OUT_OF_RANGE.
+std::vector<bool> reduce_axes_attr(const dx_kernel_call_t* call, int rank);
 int64_t attr_i64(const dx_kernel_call_t* call, int slot, const char* name, int64_t fallback);
 double attr_f64(const dx_kernel_call_t* call, int slot, const char* name, double fallback);
 
