@@ -147,6 +147,20 @@ struct LogSoftmaxGradFn {
 
 // ---- layer_norm -------------------------------------------------------------------------------
 
+/// One thread's share of a two-phase mean/variance reduction over the elements `members`
+/// addresses from `base`: phase 0 sums the values, phase 1 sums the squared deviations from
+/// the mean r[0] / count (r holds the earlier phases' block results). f64 throughout.
+template <class T>
+DXG_HD double moment_partial(const T* base, const Layout& members, int64_t t, int n, int phase, const double* r) {
+  const double m = phase == 0 ? 0.0 : r[0] / static_cast<double>(members.count);
+  double acc = 0;
+  for (int64_t j = t; j < members.count; j += n) {
+    const double v = nn_load(base, layout_offset(members, 0, j));
+    acc += phase == 0 ? v : (v - m) * (v - m);
+  }
+  return acc;
+}
+
 /// Forward. `outer` (rows) operands: 0 = x, 1 = y, 2 = mean, 3 = rstd; `inner` (the normalised
 /// elements) operands: 0 = x, 1 = y, 2 = weight, 3 = bias (weight, bias may be null).
 template <class T>
@@ -162,14 +176,7 @@ struct LayerNormFn {
   double eps;
   DXG_HD bool is_max(int) const { return false; }
   DXG_HD double partial(int64_t o, int t, int n, int phase, const double* r) const {
-    const T* row = x + layout_offset(outer, 0, o);
-    const double m = phase == 0 ? 0.0 : r[0] / static_cast<double>(inner.count);
-    double acc = 0;
-    for (int64_t j = t; j < inner.count; j += n) {
-      const double v = nn_load(row, layout_offset(inner, 0, j));
-      acc += phase == 0 ? v : (v - m) * (v - m);
-    }
-    return acc;
+    return moment_partial(x + layout_offset(outer, 0, o), inner, t, n, phase, r);
   }
   DXG_HD void write(int64_t o, int t, int n, const double* r) const {
     const double count = static_cast<double>(inner.count);
@@ -396,14 +403,7 @@ struct BatchNormFn {
   DXG_HD bool is_max(int) const { return false; }
   DXG_HD double partial(int64_t c, int t, int n, int phase, const double* r) const {
     if (!training) return 0.0;
-    const T* xc = x + c * x_cstride;
-    const double m = phase == 0 ? 0.0 : r[0] / static_cast<double>(members.count);
-    double acc = 0;
-    for (int64_t j = t; j < members.count; j += n) {
-      const double v = nn_load(xc, layout_offset(members, 0, j));
-      acc += phase == 0 ? v : (v - m) * (v - m);
-    }
-    return acc;
+    return moment_partial(x + c * x_cstride, members, t, n, phase, r);
   }
   DXG_HD void write(int64_t c, int t, int n, const double* r) const {
     const double count = static_cast<double>(members.count);
