@@ -3,12 +3,14 @@
 # stand-in for the GPU runtime) with deepx-certify against the reference. Passes only when the
 # verdict is CERTIFIED (every case passed or was MISTRUSTED) and a realistic number of cases
 # ran; any FAIL, HARNESS_ERROR, CRASH, TIMEOUT or UNIMPLEMENTED fails the test, with its line.
-#   certify_gpuemu.sh DEEPX_CERTIFY PLUGIN OUT_DIR
+#   certify_gpuemu.sh DEEPX_CERTIFY PLUGIN OUT_DIR [CASE_TIMEOUT_SECONDS]
 set -uo pipefail
 certify="$1"; plugin="$2"; out="$3"
+timeout_args=()
+if [ -n "${4:-}" ]; then timeout_args=(--timeout "$4"); fi
 log="$out.txt"
 mkdir -p "$out"
-"$certify" "$plugin" --quiet --out "$out" > "$log" 2>&1
+"$certify" "$plugin" --quiet --out "$out" "${timeout_args[@]}" > "$log" 2>&1
 rc=$?
 grep -E "^tests:|^verdict" "$log"
 if ! grep -q "^tests:" "$log"; then
