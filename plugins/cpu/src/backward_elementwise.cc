@@ -15,6 +15,7 @@
 #include "fast_math.h"
 #include "grad.h"
 #include "kernels.h"
+#include "movement_util.h"
 
 namespace deepx::cpu {
 namespace {
@@ -234,7 +235,9 @@ dx_error_t* transpose_backward_kernel(const dx_kernel_call_t* call) noexcept {
       dx_permuted.shape[d] = x.shape[perm[d]];
       dx_permuted.strides[d] = target.view().strides[perm[d]];
     }
-    write_gradient<T, T>(dx_permuted, dy, {&dy}, [](T g) { return to_f64(g); });
+    // dx = 0.0 + dy (-0 becomes +0, as the reference's f64 accumulation from +0), moved
+    // through copy_view's transpose tiles with the addition fused.
+    movement::copy_gradient_view(dx_permuted, dy);
     target.finish();
   });
 }

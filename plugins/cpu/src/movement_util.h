@@ -33,6 +33,11 @@ View compact_view(void* base, DLDataType dtype, const int64_t* shape, int rank);
 /// every OpenMP thread, unless `parallel` is false (a caller that is itself parallel).
 void copy_view(const View& out, const View& in, bool parallel = true);
 
+/// copy_view for an F dtype with each element turned into 0.0 + v (exact, except that -0
+/// becomes +0): the gradient of a pure data movement (transpose, copy), which the reference
+/// accumulates in f64 from +0 and rounds once. Same tiles and threads as copy_view.
+void copy_gradient_view(const View& out, const View& in);
+
 /// Writes the element_size(out.dtype) bytes at `value` into every element of `out`.
 void fill_view(const View& out, const void* value, bool parallel = true);
 

@@ -1,12 +1,16 @@
 // Differential tests of the CPU plugin's layout fast paths against the reference plugin:
-// blocked (tiled) transposes and copies between transposed layouts for every element size, the
-// vectorised interior of max/avg pooling (strides 1, 2 and generic; NaN, ties, -Inf), the direct
+// blocked (tiled) transposes and copies between transposed layouts for every element size
+// (line-sized register tiles around their edges, streamed large outputs, unaligned outputs, the
+// transpose backward's -0 -> +0), the vectorised interior of avg pooling and the separable max
+// pool (its fast form and exact retry: NaN, +-Inf, +-0 ties, odd widths, padding, strided
+// views; strides 1, 2 and generic), the direct
 // depthwise convolution, wide stride-1 convolutions, and attention's f32 path (held to the
 // certification's f32 tolerance) with its fallback to f64 for magnitudes where f32 scores would
 // not be accurate enough.
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "differential.h"
@@ -92,7 +96,8 @@ struct ViewOf {
 
 /// Runs a one-input, one-output op with view operands on one plugin; returns the whole output
 /// base (so writes outside the view are caught too).
-PluginResult run_views(int32_t plugin, const char* op, const ViewOf& input, const ViewOf& output) {
+PluginResult run_views(int32_t plugin, const char* op, const ViewOf& input, const ViewOf& output,
+                       const Attrs& attrs = Attrs()) {
   std::vector<dx_tensor_t*> owned;
   auto make = [&](const In& in) {
     dx_tensor_t* t = nullptr;
@@ -122,7 +127,6 @@ PluginResult run_views(int32_t plugin, const char* op, const ViewOf& input, cons
   options.flags = DX_INVOKE_FLAG_PLUGIN;
   options.plugin_index = plugin;
   PluginResult r;
-  Attrs attrs;
   r.status = dx_invoke_ex(diff().runtime(), id, ins, 1, outs, 1, attrs.get(), &options);
   if (r.status != DX_OK) {
     r.message = dx_last_error_message();
@@ -153,6 +157,89 @@ TEST(LayoutFastPaths, CopyBetweenTransposedViews) {
     expect_equal(Result{run_views(diff().cpu_plugin(), "dx.copy", in_columns, out_compact),
                         run_views(diff().reference_plugin(), "dx.copy", in_columns, out_compact)},
                  "copy of a column-major view " + label(t));
+  }
+}
+
+/// Values of every sign, with +-0, +-Inf and NaN among them (F dtypes).
+In special_values(dx_dtype_t t, const std::vector<int64_t>& shape, uint64_t seed) {
+  In in = In::random(t, shape, -100, 100, seed);
+  const double inf = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < in.values.size(); ++i) {
+    if (i % 7 == 1) in.values[i] = -0.0;
+    if (i % 11 == 2) in.values[i] = 0.0;
+    if (i % 13 == 3) in.values[i] = std::numeric_limits<double>::quiet_NaN();
+    if (i % 17 == 4) in.values[i] = (i % 2 == 0) ? inf : -inf;
+  }
+  return in;
+}
+
+TEST(LayoutFastPaths, TransposeLineTilesAroundTheirEdges) {
+  // Around the 16x16 (4-byte) / 8x8 (8-byte) line tiles and the 256 / 128 cache tiles.
+  const std::vector<TransposeCase> cases = {
+      {{16, 16}, {1, 0}},   {{17, 15}, {1, 0}},   {{15, 17}, {1, 0}},   {{32, 48}, {1, 0}},
+      {{33, 47}, {1, 0}},   {{255, 257}, {1, 0}}, {{256, 256}, {1, 0}}, {{129, 127}, {1, 0}},
+      {{5, 16, 33}, {0, 2, 1}},                   {{2, 40, 3, 24}, {3, 1, 2, 0}},
+  };
+  const dx_dtype_t types[] = {DX_DTYPE_F64, DX_DTYPE_F32, DX_DTYPE_I64, DX_DTYPE_I32,
+                              DX_DTYPE_F16, DX_DTYPE_I8};
+  int index = 0;
+  for (const TransposeCase& c : cases) {
+    for (dx_dtype_t t : types) {
+      const std::string what = "line tile case " + std::to_string(index) + " " + label(t);
+      expect_equal(diff().run("dx.transpose", {values_of(t, c.shape, 4)},
+                              {Out(t, permuted(c.shape, c.perm))}, Attrs().i64s("perm", c.perm)),
+                   what);
+    }
+    ++index;
+  }
+}
+
+TEST(LayoutFastPaths, LargeTransposeStreamsItsOutput) {
+  // 8 MiB and more of output: whole lines go out as non-temporal stores (when aligned).
+  expect_equal(diff().run("dx.transpose", {values_of(DX_DTYPE_F32, {1040, 2064}, 7)},
+                          {Out(DX_DTYPE_F32, {2064, 1040})}, Attrs().i64s("perm", {1, 0})),
+               "f32 1040x2064");
+  expect_equal(diff().run("dx.transpose", {values_of(DX_DTYPE_F64, {1024, 1032}, 8)},
+                          {Out(DX_DTYPE_F64, {1032, 1024})}, Attrs().i64s("perm", {1, 0})),
+               "f64 1024x1032");
+  expect_equal(diff().run("dx.transpose", {values_of(DX_DTYPE_I32, {2, 1024, 1056}, 9)},
+                          {Out(DX_DTYPE_I32, {2, 1056, 1024})}, Attrs().i64s("perm", {0, 2, 1})),
+               "i32 batched");
+  // Outputs that are not 64-byte aligned (an element offset) or whose pitch is not whole lines.
+  for (const auto& [pitch, offset] : std::vector<std::pair<int64_t, int64_t>>{{2064, 3}, {2056, 0}}) {
+    const int64_t rows = 2048, cols = 1030;  // output rows x cols, input cols x rows
+    const ViewOf input{values_of(DX_DTYPE_F32, {cols, rows}, 10), {rows, cols}, {1, rows}, 0};
+    const In poison = In::of(DX_DTYPE_F32, {rows * pitch + offset},
+                             std::vector<double>(static_cast<size_t>(rows * pitch + offset), 5));
+    const ViewOf output{poison, {rows, cols}, {pitch, 1}, offset};
+    expect_equal(Result{run_views(diff().cpu_plugin(), "dx.copy", input, output),
+                        run_views(diff().reference_plugin(), "dx.copy", input, output)},
+                 "copy of a transposed view, output pitch " + std::to_string(pitch) + " offset " +
+                     std::to_string(offset));
+  }
+}
+
+TEST(LayoutFastPaths, TransposeBackwardTurnsNegativeZeroPositive) {
+  // dx = 0.0 + dy through the transpose tiles: -0 becomes +0, NaN and Inf pass.
+  const std::vector<TransposeCase> cases = {
+      {{67, 131}, {1, 0}},       {{16, 16}, {1, 0}},  {{3, 70, 45}, {2, 0, 1}},
+      {{20, 33}, {0, 1}},        // identity permutation: the row loop
+      {{300, 260}, {1, 0}},      // parallel
+      {{4, 1}, {1, 0}},          // too thin for tiles
+  };
+  int index = 0;
+  for (const TransposeCase& c : cases) {
+    for (dx_dtype_t t : kFloatTypes) {
+      const std::vector<int64_t> out_shape = permuted(c.shape, c.perm);
+      const std::string what = "transpose backward case " + std::to_string(index) + " " + label(t);
+      const In dy = special_values(t, out_shape, 11);
+      const In x = values_of(t, c.shape, 12);
+      const In y = values_of(t, out_shape, 13);
+      expect_equal(diff().run("dx.transpose", {dy, x, y}, {Out(t, c.shape)},
+                              Attrs().i64s("perm", c.perm), true),
+                   what);
+    }
+    ++index;
   }
 }
 
@@ -227,6 +314,95 @@ TEST(LayoutFastPaths, PoolInteriorPaths) {
       }
     }
     ++index;
+  }
+}
+
+/// Pool inputs of +-0, +-1 and +-2 (ties of either zero everywhere), optionally with NaN and
+/// +-Inf among them.
+In tie_input(dx_dtype_t t, const std::vector<int64_t>& shape, uint64_t seed, bool with_nan,
+             bool with_inf) {
+  In in = In::random(t, shape, 0, 6, seed);
+  const double choices[] = {-0.0, 0.0, -1.0, 1.0, -0.0, 0.0};
+  const double inf = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < in.values.size(); ++i) {
+    in.values[i] = choices[static_cast<size_t>(in.values[i]) % 6];
+    if (with_inf && i % 31 == 9) in.values[i] = (i % 2 == 0 ? 1 : -1) * inf;
+    if (with_nan && i % 37 == 5) in.values[i] = std::numeric_limits<double>::quiet_NaN();
+  }
+  return in;
+}
+
+TEST(LayoutFastPaths, MaxPoolSeparablePasses) {
+  const std::vector<PoolCase> cases = {
+      {{1, 2, 15, 16}, {3, 3}, {2, 2}, {1, 1}},   // even width: the centred flat pass
+      {{2, 3, 9, 112}, {3, 3}, {2, 2}, {1, 1}},   // ResNet width: whole 16-lane vectors
+      {{1, 2, 15, 17}, {3, 3}, {2, 2}, {1, 1}},   // odd width: row by row
+      {{1, 2, 14, 66}, {3, 3}, {2, 2}, {0, 0}},   // stride 2 without padding
+      {{1, 2, 16, 40}, {3, 3}, {1, 1}, {1, 1}},   // stride 1: flat rows and flat vertical pass
+      {{1, 2, 13, 35}, {2, 2}, {1, 1}, {1, 1}},   // 2x2, stride 1
+      {{1, 2, 12, 34}, {2, 2}, {2, 2}, {0, 0}},   // 2x2, stride 2
+      {{1, 2, 17, 38}, {4, 4}, {1, 1}, {2, 2}},   // kernel 4 (runtime width), padding 2
+      {{1, 2, 19, 23}, {5, 3}, {3, 2}, {2, 1}},   // unequal kernel and strides
+      {{1, 1, 2, 3}, {3, 3}, {2, 2}, {1, 1}},     // smaller than the kernel
+      {{4, 16, 40, 48}, {3, 3}, {2, 2}, {1, 1}},  // parallel over planes
+  };
+  int index = 0;
+  for (const PoolCase& c : cases) {
+    for (dx_dtype_t t : kFloatTypes) {
+      for (int special = 0; special < 3; ++special) {  // none, +-Inf, NaN and +-Inf
+        const std::string what = "separable max case " + std::to_string(index) + " " +
+                                 label(t) + " special " + std::to_string(special);
+        const In x = tie_input(t, c.shape, 30 + static_cast<uint64_t>(index), special == 2,
+                               special >= 1);
+        expect_equal(diff().run("dx.max_pool2d", {x}, {Out(t, pool_out(c))},
+                                Attrs()
+                                    .i64s("kernel", c.kernel)
+                                    .i64s("stride", c.stride)
+                                    .i64s("padding", c.padding)),
+                     what);
+      }
+    }
+    ++index;
+  }
+}
+
+TEST(LayoutFastPaths, MaxPoolOneNaNPlaneAmongCleanOnes) {
+  // Only one plane holds a NaN (the exact retry for that plane alone); one NaN at a vector's
+  // first lane, one at the last column, one in a padded corner window.
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{2, 4, 10, 64},
+                                            std::vector<int64_t>{1, 3, 7, 32}}) {
+    In x = tie_input(DX_DTYPE_F32, shape, 40, false, false);
+    const int64_t plane = shape[2] * shape[3];
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    x.values[static_cast<size_t>(plane + 32)] = nan;
+    x.values[static_cast<size_t>(2 * plane + shape[3] - 1)] = nan;
+    x.values[static_cast<size_t>(2 * plane + 2 * shape[3])] = nan;
+    const PoolCase c{shape, {3, 3}, {2, 2}, {1, 1}};
+    expect_equal(diff().run("dx.max_pool2d", {x}, {Out(DX_DTYPE_F32, pool_out(c))},
+                            Attrs().i64s("kernel", {3, 3}).i64s("stride", {2, 2}).i64s("padding", {1, 1})),
+                 "one NaN plane " + std::to_string(shape[3]));
+  }
+}
+
+TEST(LayoutFastPaths, MaxPoolStridedInputView) {
+  // A non-compact input (every other column of a wider base, at an offset) and an offset output.
+  for (dx_dtype_t t : {DX_DTYPE_F32, DX_DTYPE_F64}) {
+    const int64_t n = 2, ch = 3, h = 11, w = 32, base_w = 2 * w + 1;
+    const ViewOf input{tie_input(t, {n * ch * h * base_w + 5}, 50, true, true),
+                       {n, ch, h, w},
+                       {ch * h * base_w, h * base_w, base_w, 2},
+                       5};
+    const int64_t ho = 6, wo = 16;
+    const In poison = In::of(t, {n * ch * ho * wo + 3},
+                             std::vector<double>(static_cast<size_t>(n * ch * ho * wo + 3), 7));
+    const ViewOf output{poison, {n, ch, ho, wo}, {ch * ho * wo, ho * wo, wo, 1}, 3};
+    auto attrs = [] {
+      return Attrs().i64s("kernel", {3, 3}).i64s("stride", {2, 2}).i64s("padding", {1, 1});
+    };
+    expect_equal(Result{run_views(diff().cpu_plugin(), "dx.max_pool2d", input, output, attrs()),
+                        run_views(diff().reference_plugin(), "dx.max_pool2d", input, output,
+                                  attrs())},
+                 "max pool of a strided view " + label(t));
   }
 }
 
