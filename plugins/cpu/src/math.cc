@@ -5,11 +5,14 @@
 //
 // Transcendentals compute in f64 with the `std::` function and round once to the output dtype,
 // which is what the reference does, except where fast_math.h has a vectorisable version within
-// the suite's ulp limits (checked by fast_math_test): f32 tanh, sigmoid, silu (f32 functions),
-// and for f32/f16/bf16 log, erf and both gelu forms ("wide" functions: f32 in, f64 out within
-// about 1e-11 relative, rounded once like the reference's f64, so at most 1 ulp apart). gelu
-// inputs below -5, where the reference's 1 + erf / 1 + tanh cancel in f64, take the reference's
-// own libm expression (map_with_exact_tail). Ops whose
+// the suite's ulp limits (checked by fast_math_test): f32 tanh, sigmoid, silu, both gelu forms
+// (f32 functions; gelu within 2-3 ulp, computed mostly in f32 lanes with only the delicate
+// parts, the exponent's y^2 or 2u, carried exactly), and for f16/bf16 gelu and f32/f16/bf16
+// log and erf ("wide" functions: f32 in, f64 out within about 1e-11 relative, rounded once like
+// the reference's f64, so at most 1 ulp apart). gelu inputs below -5, where the reference's
+// 1 + erf / 1 + tanh cancel in f64, take the reference's own libm expression
+// (map_with_exact_tail, map_f32_with_exact_tail). dx.cast f32 -> f16 uses the F16C conversion
+// where the build has it (float_to_half_row, bit-identical to half.h). Ops whose
 // result is exact (abs, sign, floor, max/min, comparisons, clamp, where, cast) are bit-exact by
 // construction and follow the reference's choices where OPS.md leaves one open (NaN handling,
 // ties of +0/-0, saturation, bool conversions).
@@ -178,12 +181,74 @@ void map_with_exact_tail(const View& out, const View& in, Wide wide, double (*ex
   for_each_row(loop, row, 8);
 }
 
+/// out = row(x) for f32 x, except elements below kGeluWideBelow, which take exact(x) (the
+/// reference's libm expression in f64). `row(in, out, n)` is a vectorised f32 row function
+/// (in == out allowed). Blocks of unit-stride rows without such elements go straight through
+/// it; other blocks go through a copy of their inputs (out may alias in) and are then patched.
+template <class Row>
+void map_f32_with_exact_tail(const View& out, const View& in, Row row_fn, double (*exact)(double)) {
+  if (out.count() == 0) return;
+  StridedLoop<2> loop;
+  loop.rank = out.rank;
+  for (int d = 0; d < out.rank; ++d) {
+    loop.shape[d] = out.shape[d];
+    loop.strides[0][d] = out.strides[d];
+    loop.strides[1][d] = in.strides[d];
+  }
+  loop.simplify();
+  float* const po = out.data<float>();
+  const float* const px = in.data<const float>();
+  constexpr float kBelow = static_cast<float>(kGeluWideBelow);
+  auto row = [&](int64_t n, const int64_t* off, const int64_t* st) {
+    constexpr int64_t kBlock = 256;
+    alignas(64) float xs[kBlock];
+    alignas(64) float ys[kBlock];
+    float* o = po + off[0];
+    const float* x = px + off[1];
+    const int64_t so = st[0], sx = st[1];
+    for (int64_t b = 0; b < n; b += kBlock) {
+      const int64_t m = std::min(kBlock, n - b);
+      int tail = 0;
+      if (sx == 1) {
+#pragma omp simd reduction(| : tail)
+        for (int64_t i = 0; i < m; ++i) tail |= x[b + i] < kBelow;
+        if (tail == 0 && so == 1) {
+          row_fn(x + b, o + b, m);
+          continue;
+        }
+        std::memcpy(xs, x + b, static_cast<size_t>(m) * sizeof(float));
+      } else {
+        for (int64_t i = 0; i < m; ++i) {
+          xs[i] = x[(b + i) * sx];
+          tail |= xs[i] < kBelow;
+        }
+      }
+      row_fn(xs, ys, m);
+      if (tail != 0) {
+        for (int64_t i = 0; i < m; ++i) {
+          if (xs[i] < kBelow) ys[i] = static_cast<float>(exact(xs[i]));
+        }
+      }
+      for (int64_t i = 0; i < m; ++i) o[(b + i) * so] = ys[i];
+    }
+  };
+  for_each_row(loop, row, 8);
+}
+
 /// dx.gelu: attr `approximate` unset / "none" (erf form) or "tanh".
 template <class T>
 dx_error_t* gelu_kernel(const dx_kernel_call_t* call) noexcept {
   return guard(call->host, [&] {
     const bool tanh_form = gelu_tanh_form(call);
     const auto [out, in] = unary_views<T, T>(call);
+    if constexpr (std::is_same_v<T, float>) {
+      if (tanh_form) {
+        map_f32_with_exact_tail(out, in, &gelu_tanh_row_f32, &GeluTanh::f);
+      } else {
+        map_f32_with_exact_tail(out, in, &gelu_erf_row_f32, &GeluErf::f);
+      }
+      return;
+    }
     if constexpr (!std::is_same_v<T, double>) {
       if (tanh_form) {
         map_with_exact_tail<T>(out, in, [](float x) { return gelu_tanh_wide(x); }, &GeluTanh::f);
@@ -518,6 +583,33 @@ void check_cast_dtype(const dx_kernel_call_t* call, DLDataType out) {
   }
 }
 
+/// out = elem(in) elementwise (same shapes); rows with unit stride on both sides go to
+/// `row_fn(in, out, n)` (a vectorised row function), the others element by element.
+template <class Out, class In, class RowFn, class ElemFn>
+void map_unary_rows(const View& out, const View& in, RowFn row_fn, ElemFn elem) {
+  if (out.count() == 0) return;
+  StridedLoop<2> loop;
+  loop.rank = out.rank;
+  for (int d = 0; d < out.rank; ++d) {
+    loop.shape[d] = out.shape[d];
+    loop.strides[0][d] = out.strides[d];
+  }
+  broadcast_strides_into(in, out.rank, loop.strides[1]);
+  loop.simplify();
+  Out* const po = out.data<Out>();
+  const In* const px = in.data<const In>();
+  auto row = [&](int64_t n, const int64_t* off, const int64_t* st) {
+    Out* o = po + off[0];
+    const In* x = px + off[1];
+    if (st[0] == 1 && st[1] == 1) {
+      row_fn(x, o, n);
+    } else {
+      for (int64_t i = 0; i < n; ++i) o[i * st[0]] = elem(x[i * st[1]]);
+    }
+  };
+  for_each_row(loop, row, 1);
+}
+
 template <class From, class To>
 dx_error_t* cast_kernel(const dx_kernel_call_t* call) noexcept {
   return guard(call->host, [&] {
@@ -529,7 +621,7 @@ dx_error_t* cast_kernel(const dx_kernel_call_t* call) noexcept {
     } else if constexpr (std::is_same_v<From, float> && std::is_same_v<To, Half>) {
       // The common narrowing casts through the select forms of fast_math.h (same bits as
       // convert(), but vectorised).
-      map_elements<uint16_t, float>(out, {&in}, [](float x) { return float_to_half_select(x); });
+      map_unary_rows<uint16_t, float>(out, in, &float_to_half_row, &float_to_half_select);
     } else if constexpr (std::is_same_v<From, float> && std::is_same_v<To, BFloat16>) {
       map_elements<uint16_t, float>(out, {&in}, [](float x) { return float_to_bfloat16_select(x); });
     } else if constexpr (std::is_same_v<From, Half> && std::is_same_v<To, float>) {
