@@ -8,18 +8,30 @@
 // f16/bf16 results are rounded once. Gradients: dx = dy W, dW = dy^T x (two more products),
 // db = column sums of dy in f64.
 //
-// embedding checks every index before writing anything; its gradient sums repeated rows in
+// embedding checks every index before writing anything, copies rows with the next rows
+// prefetched (they are at random addresses) and writes outputs of 8 MiB or more with
+// non-temporal stores; its gradient sums repeated rows in
 // f64 in index order (rows bucketed by a counting sort, then one row per task), so results do
 // not depend on the thread count. cross_entropy computes each row's log-sum-exp in the compute
-// type with an f64 sum, and reduces the per-row losses in row order in f64.
+// type with an f64 sum (exp_shifted_sum, which prefetches the next row meanwhile), and reduces
+// the per-row losses in row order in f64.
 #include <cblas.h>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstring>
 #include <string_view>
 #include <vector>
 
 #include "nn_util.h"
+
+#if defined(__SSE2__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12, intrinsics' undefined operands
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#endif
 
 namespace deepx::cpu {
 namespace nn {
@@ -363,6 +375,60 @@ void collect_indices(const View& idx, const View& rows_of, int64_t vocab, std::v
   }
 }
 
+/// Outputs at least this large are written with non-temporal stores: they are larger than what
+/// the caches keep usefully, and streaming stores skip reading each output line before writing
+/// it (a third of a plain copy's memory traffic).
+constexpr int64_t kEmbeddingStreamBytes = int64_t{8} << 20;
+
+/// Copies `bytes` from src to dst with non-temporal stores for the 64-byte-aligned part of dst
+/// (plain copies for the unaligned head and the tail). The caller issues a store fence
+/// (stream_fence) before anything else may read dst.
+inline void copy_streaming(char* dst, const char* src, size_t bytes) {
+#if defined(__SSE2__)
+  const size_t head = std::min(bytes, (64 - reinterpret_cast<uintptr_t>(dst) % 64) % 64);
+  std::memcpy(dst, src, head);
+  size_t i = head;
+  for (; i + 64 <= bytes; i += 64) {
+#if defined(__AVX512F__)
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + i), _mm512_loadu_si512(src + i));
+#elif defined(__AVX__)
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i),
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i + 32),
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 32)));
+#else
+    for (size_t k = 0; k < 64; k += 16) {
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + k),
+                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + k)));
+    }
+#endif
+  }
+  std::memcpy(dst + i, src + i, bytes - i);
+#else
+  std::memcpy(dst, src, bytes);
+#endif
+}
+
+/// Orders the non-temporal stores of copy_streaming before later stores (and the end of the
+/// parallel region that publishes them).
+inline void stream_fence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
+
+/// Hints the first `bytes` (at most 4 KiB) of a row that will be copied soon into the cache: rows
+/// are at random addresses, which the hardware prefetchers cannot guess.
+inline void prefetch_row(const char* row, size_t bytes) {
+#if defined(__SSE2__)
+  const size_t n = std::min<size_t>(bytes, 4096);
+  for (size_t i = 0; i < n; i += 64) _mm_prefetch(row + i, _MM_HINT_T0);
+#else
+  (void)row;
+  (void)bytes;
+#endif
+}
+
 template <class T, class I>
 dx_error_t* embedding_kernel(const dx_kernel_call_t* call) noexcept {
   return guard(call->host, [&] {
@@ -385,15 +451,37 @@ dx_error_t* embedding_kernel(const dx_kernel_call_t* call) noexcept {
     T* const po = out.data<T>();
     const int64_t ws0 = w.strides[0], ws1 = w.strides[1], os = out.strides[idx.rank];
     const int threads = threads_for(count, dim);
+    const size_t row_bytes = static_cast<size_t>(dim) * sizeof(T);
+    if (ws1 == 1 && os == 1) {
+      // Contiguous rows: memcpy, or for large outputs non-temporal stores, with the next rows
+      // prefetched.
+      const bool streaming = static_cast<int64_t>(row_bytes) * count >= kEmbeddingStreamBytes;
+      for_parts(count, threads, threads, [&](int64_t, int64_t begin, int64_t end, int) {
+        constexpr int64_t kAhead = 2;
+        for (int64_t p = begin; p < std::min(end, begin + kAhead); ++p) {
+          prefetch_row(reinterpret_cast<const char*>(pw + rows[p] * ws0), row_bytes);
+        }
+        for (int64_t p = begin; p < end; ++p) {
+          if (p + kAhead < end) {
+            prefetch_row(reinterpret_cast<const char*>(pw + rows[p + kAhead] * ws0), row_bytes);
+          }
+          const char* src = reinterpret_cast<const char*>(pw + rows[p] * ws0);
+          char* dst = reinterpret_cast<char*>(po + offsets[p]);
+          if (streaming) {
+            copy_streaming(dst, src, row_bytes);
+          } else {
+            std::memcpy(dst, src, row_bytes);
+          }
+        }
+        if (streaming) stream_fence();
+      });
+      return;
+    }
     for_parts(count, threads, threads, [&](int64_t, int64_t begin, int64_t end, int) {
       for (int64_t p = begin; p < end; ++p) {
         const T* src = pw + rows[p] * ws0;
         T* dst = po + offsets[p];
-        if (ws1 == 1 && os == 1) {
-          std::memcpy(dst, src, static_cast<size_t>(dim) * sizeof(T));
-        } else {
-          for (int64_t j = 0; j < dim; ++j) dst[j * os] = src[j * ws1];
-        }
+        for (int64_t j = 0; j < dim; ++j) dst[j * os] = src[j * ws1];
       }
     });
   });
@@ -535,13 +623,14 @@ int64_t check_labels(const CrossEntropyPlan& p, std::vector<int64_t>& labels) {
 
 /// log(sum(exp(x))) of one line, max-shifted: NaN with a NaN, the max itself when it is
 /// infinite (all -Inf gives -Inf).
+/// `next` streams the next row in meanwhile (see exp_shifted_sum).
 template <class C>
-double log_sum_exp(const C* x, int64_t n, C& m) {
+double log_sum_exp(const C* x, int64_t n, C& m, LinePrefetcher& next) {
   bool nan = false;
   m = line_max(x, n, nan);
   if (nan) return std::numeric_limits<double>::quiet_NaN();
   if (std::isinf(m)) return m;
-  return static_cast<double>(m) + std::log(blocked_sum<C>(n, [x, m](int64_t i) { return exp_c<C>(x[i] - m); }));
+  return static_cast<double>(m) + std::log(exp_shifted_sum<C>(x, m, n, next));
 }
 
 template <class T>
@@ -565,7 +654,8 @@ dx_error_t* cross_entropy_kernel(const dx_kernel_call_t* call) noexcept {
         const T* row = px + r * p.row_stride;
         const C* xc = read_run(row, p.class_stride, n, scratch.at(slot));
         C m;
-        losses[r] = log_sum_exp<C>(xc, n, m) - load_f64(row[labels[r] * p.class_stride]);
+        LinePrefetcher next = next_line(row, p.row_stride, r + 1 < end, p.class_stride == 1, n);
+        losses[r] = log_sum_exp<C>(xc, n, m, next) - load_f64(row[labels[r] * p.class_stride]);
       }
     });
     T* const po = out.data<T>();
@@ -624,7 +714,9 @@ dx_error_t* cross_entropy_backward(const dx_kernel_call_t* call) noexcept {
             if (p.reduction == Reduction::kMean) scale /= static_cast<double>(counted);
             const C* xc = read_run(px + r * p.row_stride, p.class_stride, n, buffer);
             C m;
-            const double lse = log_sum_exp<C>(xc, n, m);
+            LinePrefetcher next = next_line(px + r * p.row_stride, p.row_stride, r + 1 < end,
+                                            p.class_stride == 1, n);
+            const double lse = log_sum_exp<C>(xc, n, m, next);
             const C sc = static_cast<C>(scale);
             if (std::isfinite(lse) && std::isfinite(static_cast<double>(m))) {
               // softmax = exp((x - max) - (lse - max)) in the compute type: the argument is

@@ -10,6 +10,14 @@
 // tails of layer_norm and batch_norm run in f64 (x_hat * w + b can cancel). Parameter
 // gradients summed over rows (layer_norm dw/db, rms_norm dw) are accumulated per fixed range of
 // rows and the ranges combined in order.
+//
+// Speed (docs/performance.md): a row in L1 costs instructions, a row not yet there costs DRAM
+// latency with nothing to overlap (the hardware prefetchers stop at 4 KiB pages), so the row
+// passes prefetch the next row while they compute (LinePrefetcher, nn_util.h). layer_norm
+// backward runs three passes per row: moments, the row sums fused with the dw/db column sums,
+// and dx; under AVX-512 the first two use 512-bit intrinsics and the column sums take rows in
+// pairs (an f32 carry row, one f64 update per pair). log_softmax's exp-sum pass is the shared
+// exp_shifted_sum (512-bit under AVX-512).
 #include <cmath>
 #include <vector>
 
@@ -73,15 +81,16 @@ Lines<K> make_lines(const View* const (&ops)[K], int64_t axis) {
 
 /// y = x - max - log(sum(exp(x - max))); a NaN poisons the line, an all -Inf line gives NaN
 /// (-Inf - -Inf), as the reference. y may alias x.
+/// `next` streams the next line in while the exp pass computes (see exp_shifted_sum).
 template <class C>
-void log_softmax_line(const C* x, C* y, int64_t n) {
+void log_softmax_line(const C* x, C* y, int64_t n, LinePrefetcher& next) {
   bool nan = false;
   const C m = line_max(x, n, nan);
   if (nan) {
     for (int64_t i = 0; i < n; ++i) y[i] = std::numeric_limits<C>::quiet_NaN();
     return;
   }
-  const double sum = blocked_sum<C>(n, [x, m](int64_t i) { return exp_c<C>(x[i] - m); });
+  const double sum = exp_shifted_sum<C>(x, m, n, next);
   if (!(m > -std::numeric_limits<C>::infinity() && m < std::numeric_limits<C>::infinity())) {
     // An infinite max: x - max - log(sum) in f64 gives the reference's NaN / -Inf pattern.
     const double shift = static_cast<double>(m) + std::log(sum);
@@ -146,7 +155,8 @@ dx_error_t* log_softmax_kernel(const dx_kernel_call_t* call) noexcept {
           T* yr = py + off[1] + j * st[1];
           const C* xc = read_row(xr, l.line[0], buffer);
           C* yc = write_row(yr, l.line[1], buffer);
-          log_softmax_line<C>(xc, yc, l.length);
+          LinePrefetcher next = next_line(xr, st[0], j + 1 < count, l.line[0].unit, l.length);
+          log_softmax_line<C>(xc, yc, l.length, next);
           commit_row(yr, l.line[1], yc);
         }
       };
@@ -374,14 +384,191 @@ void store_partials(const std::vector<double>& partial, int64_t parts, int64_t n
 /// exactly where a row has no spread (a one-element row, a constant row: a is then the rounded
 /// g * w itself), and a fused g * w - a would leave the product's rounding error, which rs
 /// (up to 1 / sqrt(eps)) then magnifies past the tolerance (seen under -march=native).
+/// `next_dx` streams the next row's dx lines in for writing meanwhile.
 template <class C>
 [[gnu::optimize("fp-contract=off")]] void layer_norm_dx_row(const C* xc, const C* gc, const C* pw, int64_t n, C mc,
-                                                            C delta, C r, C ac, C bc, C c1, C c2, C* dc) {
+                                                            C delta, C r, C ac, C bc, C c1, C c2, C* dc,
+                                                            LinePrefetcher& next_dx, int per_step) {
+  constexpr int64_t kStep = 16;
+  int64_t i = 0;
+  for (; i + kStep <= n; i += kStep) {
+    next_dx.step<true>(per_step);
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t l = i; l < i + kStep; ++l) {
+      const C d = (xc[l] - mc) - delta;
+      dc[l] = r * (gc[l] * pw[l] - ac - d * r * bc) + c1 - c2 * d;
+    }
+  }
+  for (; i < n; ++i) {
     const C d = (xc[i] - mc) - delta;
     dc[i] = r * (gc[i] * pw[i] - ac - d * r * bc) + c1 - c2 * d;
   }
+}
+
+/// The row sums of a compute-type layer_norm row, a = sum(g w) and bq = sum(g w x_hat) with
+/// x_hat = ((x - mc) - delta) r, blocked as blocked_sum (f32: 16-lane f32 sums over chunks of
+/// at most 256 elements, added into f64), fused with the column sums dw += g x_hat and db += g
+/// (f64, this part's partial rows) so the row is read once. `next_x`, `next_g` stream the next
+/// row in meanwhile (this pass is compute-bound on a row already in L1).
+template <class C, bool kDw, bool kDb>
+void layer_norm_row_sums(const C* x, const C* g, const C* w, int64_t n, C mc, C delta, C r, double* dw, double* db,
+                         double& a, double& bq, LinePrefetcher& next_x, LinePrefetcher& next_g, int per_step) {
+  constexpr int kLanes = 16;
+  constexpr int64_t kChunk = std::is_same_v<C, double> ? (int64_t{1} << 62) : 256;
+  double w1[kLanes] = {}, w2[kLanes] = {};
+  int64_t i = 0;
+  while (i + kLanes <= n) {
+    const int64_t chunk_end = std::min(n - (n - i) % kLanes, i + kChunk);
+    C l1[kLanes] = {}, l2[kLanes] = {};
+    for (; i < chunk_end; i += kLanes) {
+      next_x.step(per_step);
+      next_g.step(per_step);
+#pragma omp simd
+      for (int l = 0; l < kLanes; ++l) {
+        const C xhat = ((x[i + l] - mc) - delta) * r;
+        const C gw = g[i + l] * w[i + l];
+        l1[l] += gw;
+        l2[l] += gw * xhat;
+        if constexpr (kDw) dw[i + l] += static_cast<double>(g[i + l] * xhat);
+        if constexpr (kDb) db[i + l] += static_cast<double>(g[i + l]);
+      }
+    }
+    for (int l = 0; l < kLanes; ++l) {
+      w1[l] += l1[l];
+      w2[l] += l2[l];
+    }
+  }
+  a = 0;
+  bq = 0;
+  for (int l = 0; l < kLanes; ++l) {
+    a += w1[l];
+    bq += w2[l];
+  }
+  for (; i < n; ++i) {
+    const C xhat = ((x[i] - mc) - delta) * r;
+    const C gw = g[i] * w[i];
+    a += gw;
+    bq += gw * xhat;
+    if constexpr (kDw) dw[i] += static_cast<double>(g[i] * xhat);
+    if constexpr (kDb) db[i] += static_cast<double>(g[i]);
+  }
+}
+
+#if defined(__AVX512F__)
+/// layer_norm_row_sums for f32 in 512-bit registers (GCC's x86-64-v4 tuning vectorises at 256
+/// bits and keeps wide lane arrays in memory): the same sums, two 16-lane f32 accumulators per
+/// sum over 512-element chunks (16 terms per lane) added into f64, and the same f64 column sums.
+///
+/// Column sums go through an f32 carry row per thread, two rows at a time: the first row of a
+/// pair stores its contributions g x_hat and g there (kStash), the second adds its own to them
+/// and adds the pair's f32 sum into the f64 partials (kFlush), halving the f64 read-modify-writes
+/// that dominate an L1-resident row; flush_carry() adds a last unpaired row. A pair's f32 sum
+/// rounds once more than two separate terms (about one f32 ulp of each term, as blocked_sum).
+enum class CarryMode { kStash, kFlush };
+
+template <bool kDw, bool kDb, CarryMode kMode>
+void layer_norm_row_sums_avx512(const float* x, const float* g, const float* w, int64_t n, float mc, float delta,
+                                float r, double* dw, double* db, float* carry_dw, float* carry_db, double& a,
+                                double& bq, LinePrefetcher& next_x, LinePrefetcher& next_g, int per_step) {
+  const __m512 vmc = _mm512_set1_ps(mc), vdelta = _mm512_set1_ps(delta), vr = _mm512_set1_ps(r);
+  __m512d wa = _mm512_setzero_pd(), wb = _mm512_setzero_pd();
+  auto widen_add = [](__m512d acc, __m512 v) { return _mm512_add_pd(_mm512_add_pd(acc, widen_low(v)), widen_high(v)); };
+  auto add_wide = [](double* p, __m512 t) {
+    _mm512_storeu_pd(p, _mm512_add_pd(_mm512_loadu_pd(p), widen_low(t)));
+    _mm512_storeu_pd(p + 8, _mm512_add_pd(_mm512_loadu_pd(p + 8), widen_high(t)));
+  };
+  auto columns = [&](int64_t i, __m512 gv, __m512 xh) {
+    if constexpr (kDw) {
+      if constexpr (kMode == CarryMode::kStash) _mm512_storeu_ps(carry_dw + i, _mm512_mul_ps(gv, xh));
+      else add_wide(dw + i, _mm512_fmadd_ps(gv, xh, _mm512_loadu_ps(carry_dw + i)));
+    }
+    if constexpr (kDb) {
+      if constexpr (kMode == CarryMode::kStash) _mm512_storeu_ps(carry_db + i, gv);
+      else add_wide(db + i, _mm512_add_ps(gv, _mm512_loadu_ps(carry_db + i)));
+    }
+  };
+  constexpr int64_t kChunk = 512;
+  int64_t i = 0;
+  while (i + 32 <= n) {
+    const int64_t chunk_end = std::min(n - (n - i) % 32, i + kChunk);
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), b0 = _mm512_setzero_ps(), b1 = _mm512_setzero_ps();
+    for (; i < chunk_end; i += 32) {
+      next_x.step(2 * per_step);
+      next_g.step(2 * per_step);
+      const __m512 g0 = _mm512_loadu_ps(g + i), g1 = _mm512_loadu_ps(g + i + 16);
+      const __m512 x0 = _mm512_mul_ps(_mm512_sub_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), vmc), vdelta), vr);
+      const __m512 x1 = _mm512_mul_ps(_mm512_sub_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), vmc), vdelta), vr);
+      const __m512 gw0 = _mm512_mul_ps(g0, _mm512_loadu_ps(w + i));
+      const __m512 gw1 = _mm512_mul_ps(g1, _mm512_loadu_ps(w + i + 16));
+      a0 = _mm512_add_ps(a0, gw0);
+      a1 = _mm512_add_ps(a1, gw1);
+      b0 = _mm512_fmadd_ps(gw0, x0, b0);
+      b1 = _mm512_fmadd_ps(gw1, x1, b1);
+      columns(i, g0, x0);
+      columns(i + 16, g1, x1);
+    }
+    wa = widen_add(wa, _mm512_add_ps(a0, a1));
+    wb = widen_add(wb, _mm512_add_ps(b0, b1));
+  }
+  a = _mm512_reduce_add_pd(wa);
+  bq = _mm512_reduce_add_pd(wb);
+  for (; i < n; ++i) {
+    const float xhat = ((x[i] - mc) - delta) * r;
+    const float gw = g[i] * w[i];
+    a += gw;
+    bq += gw * xhat;
+    if constexpr (kMode == CarryMode::kStash) {
+      if constexpr (kDw) carry_dw[i] = g[i] * xhat;
+      if constexpr (kDb) carry_db[i] = g[i];
+    } else {
+      if constexpr (kDw) dw[i] += static_cast<double>(carry_dw[i] + g[i] * xhat);
+      if constexpr (kDb) db[i] += static_cast<double>(carry_db[i] + g[i]);
+    }
+  }
+}
+
+/// Adds a stashed, unpaired row's contributions into the f64 partials.
+inline void flush_carry(int64_t n, double* dw, double* db, const float* carry_dw, const float* carry_db) {
+  if (dw != nullptr) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) dw[i] += static_cast<double>(carry_dw[i]);
+  }
+  if (db != nullptr) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) db[i] += static_cast<double>(carry_db[i]);
+  }
+}
+
+using PairedSumsFn = void (*)(const float*, const float*, const float*, int64_t, float, float, float, double*,
+                              double*, float*, float*, double&, double&, LinePrefetcher&, LinePrefetcher&, int);
+
+template <CarryMode kMode>
+PairedSumsFn pick_paired_sums(bool dw, bool db) {
+  if (dw && db) return &layer_norm_row_sums_avx512<true, true, kMode>;
+  if (dw) return &layer_norm_row_sums_avx512<true, false, kMode>;
+  if (db) return &layer_norm_row_sums_avx512<false, true, kMode>;
+  return &layer_norm_row_sums_avx512<false, false, kMode>;
+}
+#endif
+
+template <class C>
+using RowSumsFn = void (*)(const C*, const C*, const C*, int64_t, C, C, C, double*, double*, double&, double&,
+                           LinePrefetcher&, LinePrefetcher&, int);
+
+template <class C>
+RowSumsFn<C> pick_row_sums(bool dw, bool db) {
+  if (dw && db) return &layer_norm_row_sums<C, true, true>;
+  if (dw) return &layer_norm_row_sums<C, true, false>;
+  if (db) return &layer_norm_row_sums<C, false, true>;
+  return &layer_norm_row_sums<C, false, false>;
+}
+
+/// Where the next row of an operand lies when it is unit-stride storage (its bytes, for
+/// prefetching), else nothing.
+template <class T>
+LinePrefetcher next_row(const T* row, const RowLayout& l, bool has_next, int64_t step) {
+  if (!has_next || !l.unit) return {};
+  return LinePrefetcher(row + step, l.count * static_cast<int64_t>(sizeof(T)));
 }
 
 template <class T>
@@ -440,14 +627,30 @@ dx_error_t* layer_norm_backward(const dx_kernel_call_t* call) noexcept {
       const C* const pw = wv.data();
       const double eps = s.eps;
       const double inv_n = 1.0 / static_cast<double>(n);
+      const RowSumsFn<C> row_sums = pick_row_sums<C>(want_dw, want_db);
+#if defined(__AVX512F__)
+      constexpr bool kPaired = std::is_same_v<C, float>;
+      const PairedSumsFn stash = pick_paired_sums<CarryMode::kStash>(want_dw, want_db);
+      const PairedSumsFn pair_flush = pick_paired_sums<CarryMode::kFlush>(want_dw, want_db);
+      std::vector<float> carries(kPaired && sums ? static_cast<size_t>(threads) * 2 * static_cast<size_t>(n) : 0);
+#endif
+      // The next row's lines, spread over the 16-element steps of one pass.
+      const int per_step = lines_per_step(n * static_cast<int64_t>(sizeof(T)) / 64, n / 16);
       for_parts(s.rows, parts, threads, [&](int64_t part, int64_t begin, int64_t end, int slot) {
         C* buffer = scratch.at(slot);
         double* part_dw = want_dw ? pdw.data() + part * n : nullptr;
         double* part_db = want_db ? pdb.data() + part * n : nullptr;
+#if defined(__AVX512F__)
+        float* carry_dw = carries.empty() ? nullptr : carries.data() + static_cast<size_t>(slot) * 2 * n;
+        float* carry_db = carries.empty() ? nullptr : carry_dw + n;
+        bool stashed = false;  // a row's column contributions wait in the carry for its pair
+#endif
         auto rows = [&](int64_t count, const int64_t* off, const int64_t* st) {
           for (int64_t j = 0; j < count; ++j) {
-            const C* xc = read_row(px + off[0] + j * st[0], lx, buffer);
-            const C* gc = read_row(pg + off[1] + j * st[1], lg, buffer + n);
+            const T* xr = px + off[0] + j * st[0];
+            const T* gr_row = pg + off[1] + j * st[1];
+            const C* xc = read_row(xr, lx, buffer);
+            const C* gc = read_row(gr_row, lg, buffer + n);
             const double gm = load_f64(pgm[off[2] + j * st[2]]);
             const double gr = load_f64(pgr[off[3] + j * st[3]]);
             const Moments<C> mo = row_moments<C>(xc, n);
@@ -457,41 +660,45 @@ dx_error_t* layer_norm_backward(const dx_kernel_call_t* call) noexcept {
             if (mo.wide) {
               layer_norm_grad_wide<C>(xc, gc, pw, n, mo.mean, rs, gm, gr, dc, part_dw, part_db);
             } else {
+              const bool has_next = j + 1 < count;
+              LinePrefetcher next_x = next_row(xr, lx, has_next, st[0]);
+              LinePrefetcher next_g = next_row(gr_row, lg, has_next, st[1]);
               const C r = static_cast<C>(rs), mc = mo.mc, delta = mo.delta;
-              // Both row sums in one pass (the same blocked f32-into-f64 sums as two passes).
               double a = 0, bq = 0;
-              blocked_sum2<C>(
-                  n, [gc, pw](int64_t i) { return gc[i] * pw[i]; },
-                  [gc, pw, xc, mc, delta, r](int64_t i) { return gc[i] * pw[i] * (((xc[i] - mc) - delta) * r); }, a,
-                  bq);
+#if defined(__AVX512F__)
+              if constexpr (kPaired) {
+                if (sums) {
+                  const PairedSumsFn fn = stashed ? pair_flush : stash;
+                  fn(reinterpret_cast<const float*>(xc), reinterpret_cast<const float*>(gc),
+                     reinterpret_cast<const float*>(pw), n, mc, delta, r, part_dw, part_db, carry_dw, carry_db, a, bq,
+                     next_x, next_g, per_step);
+                  stashed = !stashed;
+                } else {
+                  row_sums(xc, gc, pw, n, mc, delta, r, part_dw, part_db, a, bq, next_x, next_g, per_step);
+                }
+              } else {
+                row_sums(xc, gc, pw, n, mc, delta, r, part_dw, part_db, a, bq, next_x, next_g, per_step);
+              }
+#else
+              row_sums(xc, gc, pw, n, mc, delta, r, part_dw, part_db, a, bq, next_x, next_g, per_step);
+#endif
               a *= inv_n;
               bq *= inv_n;
-              if (part_dw != nullptr && part_db != nullptr) {
-#pragma omp simd
-                for (int64_t i = 0; i < n; ++i) {
-                  part_dw[i] += static_cast<double>(gc[i] * (((xc[i] - mc) - delta) * r));
-                  part_db[i] += static_cast<double>(gc[i]);
-                }
-              } else if (part_dw != nullptr) {
-#pragma omp simd
-                for (int64_t i = 0; i < n; ++i) {
-                  part_dw[i] += static_cast<double>(gc[i] * (((xc[i] - mc) - delta) * r));
-                }
-              } else if (part_db != nullptr) {
-#pragma omp simd
-                for (int64_t i = 0; i < n; ++i) part_db[i] += static_cast<double>(gc[i]);
-              }
               if (dc != nullptr) {
+                LinePrefetcher next_d = next_row(static_cast<const T*>(dr), ld, has_next, st[4]);
                 const C ac = static_cast<C>(a), bc = static_cast<C>(bq);
                 const C c1 = static_cast<C>(gm * inv_n);
                 const C c2 = static_cast<C>(gr * rs * rs * rs * inv_n);
-                layer_norm_dx_row<C>(xc, gc, pw, n, mc, delta, r, ac, bc, c1, c2, dc);
+                layer_norm_dx_row<C>(xc, gc, pw, n, mc, delta, r, ac, bc, c1, c2, dc, next_d, per_step);
               }
             }
             if (dc != nullptr) commit_row(dr, ld, dc);
           }
         };
         run_range(outer, begin, end, rows);
+#if defined(__AVX512F__)
+        if (stashed) flush_carry(n, part_dw, part_db, carry_dw, carry_db);
+#endif
       });
     }
     if (want_dw) store_partials<T>(pdw, parts, n, dw);

@@ -8,6 +8,17 @@
 
 #include <omp.h>
 
+#if defined(__AVX512F__)
+// GCC 12 flags the intrinsics' deliberately undefined pass-through operands once inlined
+// (-Wmaybe-uninitialized false positives); the first include of the header decides, as in
+// fast_math.h.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -175,6 +186,43 @@ inline const C* read_run(const T* x, int64_t stride, int64_t n, C* buffer) {
   return buffer;
 }
 
+// ---- prefetching the next row -------------------------------------------------------------------
+
+/// Walks the cache lines of a byte range (the next row of an operand) a few lines per call, so
+/// a compute-bound pass over the current row (in L1) also streams the next row in from memory:
+/// the hardware prefetchers stop at 4 KiB page boundaries, and a row pass that first touches
+/// its row otherwise waits for DRAM with nothing to overlap. A null or empty range does
+/// nothing; prefetching never changes a result.
+class LinePrefetcher {
+ public:
+  LinePrefetcher() = default;
+  LinePrefetcher(const void* begin, int64_t bytes)
+      : next_(static_cast<const char*>(begin)), end_(begin == nullptr ? nullptr : next_ + std::max<int64_t>(0, bytes)) {
+    if (begin == nullptr) next_ = nullptr;
+  }
+  /// Issues prefetches for up to `lines` more lines; kWrite asks for ownership (the row will be
+  /// stored to); kLocality 3 brings the lines into L1, 2 into L2 only (for rows too long to
+  /// share L1 with the row being computed).
+  template <bool kWrite = false, int kLocality = 3>
+  void step(int lines) {
+    for (int k = 0; k < lines && next_ < end_; ++k, next_ += kLine) {
+      __builtin_prefetch(next_, kWrite ? 1 : 0, kLocality);
+    }
+  }
+  /// Lines still to prefetch.
+  int64_t remaining() const { return next_ < end_ ? (end_ - next_ + kLine - 1) / kLine : 0; }
+
+ private:
+  static constexpr int64_t kLine = 64;
+  const char* next_ = nullptr;
+  const char* end_ = nullptr;
+};
+
+/// Lines to prefetch per step so that `lines` lines are spread over `steps` steps.
+inline int lines_per_step(int64_t lines, int64_t steps) {
+  return static_cast<int>(std::max<int64_t>(1, (lines + std::max<int64_t>(1, steps) - 1) / std::max<int64_t>(1, steps)));
+}
+
 // ---- accumulation ----------------------------------------------------------------------------
 
 /// sum of f(i), i < n, in a fixed order. f32: 16 f32 lanes over chunks of at most 256 elements
@@ -247,6 +295,155 @@ inline void blocked_sum2(int64_t n, F&& f, H&& h, double& s1, double& s2) {
     s1 += f(i);
     s2 += h(i);
   }
+}
+
+/// Prefetcher of the next row of a softmax-like line, `count` elements at `row + stride`, when
+/// there is one and it is unit-stride; else nothing. The address is formed only when the next
+/// row exists (past the last row it could point outside the tensor).
+template <class T>
+LinePrefetcher next_line(const T* row, int64_t stride, bool has_next, bool unit, int64_t count) {
+  if (!has_next || !unit) return {};
+  return LinePrefetcher(row + stride, count * static_cast<int64_t>(sizeof(T)));
+}
+
+#if defined(__AVX512F__)
+/// The low and high 8 lanes of an f32 vector widened to f64.
+inline __m512d widen_low(__m512 v) { return _mm512_maskz_cvtps_pd(0xff, _mm512_castps512_ps256(v)); }
+inline __m512d widen_high(__m512 v) {
+  return _mm512_maskz_cvtps_pd(0xff, _mm512_castps512_ps256(_mm512_shuffle_f32x4(v, v, 0xee)));
+}
+
+/// exp_nonpositive_f32 on 16 lanes: the same reduction, polynomial and flush below -87, in
+/// 512-bit registers. GCC's x86-64-v4 tuning vectorises at 256 bits; the exp is the whole cost
+/// of a cached softmax row, and 512-bit FMAs halve its instruction count.
+inline __m512 exp_nonpositive_avx512(__m512 d) {
+  const __m512 lowest = _mm512_set1_ps(-87.0f);
+  const __m512 c = _mm512_max_ps(d, lowest);
+  const __m512 shifter = _mm512_set1_ps(12582912.0f);  // 1.5 * 2^23
+  const __m512 shifted = _mm512_fmadd_ps(c, _mm512_set1_ps(1.44269504088896341f), shifter);
+  const __m512 n_float = _mm512_sub_ps(shifted, shifter);
+  const __m512i n = _mm512_sub_epi32(_mm512_castps_si512(shifted), _mm512_castps_si512(shifter));
+  __m512 r = _mm512_fnmadd_ps(n_float, _mm512_set1_ps(0.693359375f), c);
+  r = _mm512_fnmadd_ps(n_float, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+  const __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n, _mm512_set1_epi32(127)), 23));
+  // d < -87 (and -Inf) flush to 0. max_ps turns a NaN d into -87, so NaN is put back
+  // explicitly (callers drop NaN rows first; this keeps the function exp_nonpositive_f32's).
+  const __mmask16 flush = _mm512_cmp_ps_mask(d, lowest, _CMP_LT_OQ);
+  const __mmask16 nan = _mm512_cmp_ps_mask(d, d, _CMP_UNORD_Q);
+  const __m512 result = _mm512_maskz_mov_ps(static_cast<__mmask16>(~flush), _mm512_mul_ps(y, scale));
+  return _mm512_mask_mov_ps(result, nan, d);
+}
+
+/// The f32 body of exp_shifted_sum in 512-bit registers: two 16-lane f32 accumulators over
+/// chunks of 512 elements (16 terms per lane, as blocked_sum's f32 chunks), added into f64.
+inline double exp_shifted_sum_avx512(const float* x, float m, int64_t n, LinePrefetcher& next, int per_step) {
+  const __m512 vm = _mm512_set1_ps(m);
+  __m512d w0 = _mm512_setzero_pd(), w1 = _mm512_setzero_pd(), w2 = _mm512_setzero_pd(), w3 = _mm512_setzero_pd();
+  constexpr int64_t kChunk = 512;
+  int64_t i = 0;
+  while (i + 32 <= n) {
+    const int64_t chunk_end = std::min(n - (n - i) % 32, i + kChunk);
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    for (; i < chunk_end; i += 32) {
+      next.step<false, 2>(2 * per_step);
+      a0 = _mm512_add_ps(a0, exp_nonpositive_avx512(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm)));
+      a1 = _mm512_add_ps(a1, exp_nonpositive_avx512(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), vm)));
+    }
+    w0 = _mm512_add_pd(w0, widen_low(a0));
+    w1 = _mm512_add_pd(w1, widen_high(a0));
+    w2 = _mm512_add_pd(w2, widen_low(a1));
+    w3 = _mm512_add_pd(w3, widen_high(a1));
+  }
+  double total = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(w0, w1), _mm512_add_pd(w2, w3)));
+  for (; i < n; ++i) total += exp_nonpositive_f32(x[i] - m);
+  return total;
+}
+#endif
+
+/// sum of exp_c(x[i] - m), i < n, exactly as blocked_sum<C> of it (AVX-512: the same terms in
+/// another order), while `next` streams the
+/// next row into L2 (one line per 16 elements: this pass is compute-bound on a row already in
+/// cache, and the next row's max pass then reads L2 instead of waiting for DRAM).
+template <class C>
+double exp_shifted_sum(const C* x, C m, int64_t n, LinePrefetcher& next) {
+  const int per_step = lines_per_step(next.remaining(), n / 16);
+  if constexpr (std::is_same_v<C, double>) {
+    constexpr int kLanes = 8;
+    double lanes[kLanes] = {};
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+      if ((i & 15) == 0) next.step<false, 2>(per_step);
+#pragma omp simd
+      for (int l = 0; l < kLanes; ++l) lanes[l] += exp_f64(x[i + l] - m);
+    }
+    double total = 0;
+    for (int l = 0; l < kLanes; ++l) total += lanes[l];
+    for (; i < n; ++i) total += exp_f64(x[i] - m);
+    return total;
+  } else {
+#if defined(__AVX512F__)
+    return exp_shifted_sum_avx512(x, m, n, next, per_step);
+#else
+    constexpr int kLanes = 16;
+    constexpr int64_t kChunk = 256;
+    double wide[kLanes] = {};
+    int64_t i = 0;
+    while (i + kLanes <= n) {
+      const int64_t chunk_end = std::min(n - (n - i) % kLanes, i + kChunk);
+      float lanes[kLanes] = {};
+      for (; i < chunk_end; i += kLanes) {
+        next.step<false, 2>(per_step);
+#pragma omp simd
+        for (int l = 0; l < kLanes; ++l) lanes[l] += exp_nonpositive_f32(x[i + l] - m);
+      }
+      for (int l = 0; l < kLanes; ++l) wide[l] += lanes[l];
+    }
+    double total = 0;
+    for (int l = 0; l < kLanes; ++l) total += wide[l];
+    for (; i < n; ++i) total += exp_nonpositive_f32(x[i] - m);
+    return total;
+#endif
+  }
+}
+
+/// e[i] = exp_c(x[i] - m) for i < n, returning their sum exactly as exp_shifted_store below,
+/// while `next` streams the next row into L2 (as exp_shifted_sum). e may be x.
+template <class C>
+inline double exp_shifted_store(const C* x, C m, C* e, int64_t n, LinePrefetcher& next) {
+  const int per_step = lines_per_step(next.remaining(), n / 16);
+  constexpr int kLanes = std::is_same_v<C, double> ? 8 : 16;
+  constexpr int64_t kChunk = std::is_same_v<C, double> ? (int64_t{1} << 62) : 256;
+  double wide[kLanes] = {};
+  int64_t i = 0;
+  while (i + kLanes <= n) {
+    const int64_t chunk_end = std::min(n - (n - i) % kLanes, i + kChunk);
+    C lanes[kLanes] = {};
+    for (; i < chunk_end; i += kLanes) {
+      if ((i & 15) == 0) next.step<false, 2>(per_step);
+#pragma omp simd
+      for (int l = 0; l < kLanes; ++l) {
+        const C v = exp_c<C>(x[i + l] - m);
+        e[i + l] = v;
+        lanes[l] += v;
+      }
+    }
+    for (int l = 0; l < kLanes; ++l) wide[l] += lanes[l];
+  }
+  double total = 0;
+  for (int l = 0; l < kLanes; ++l) total += wide[l];
+  for (; i < n; ++i) {
+    const C v = exp_c<C>(x[i] - m);
+    e[i] = v;
+    total += v;
+  }
+  return total;
 }
 
 /// e[i] = exp_c(x[i] - m) for i < n, returning their sum, blocked as blocked_sum. e may be x.
@@ -363,14 +560,9 @@ inline bool finish_moments(Moments<C>& m, double mean, double s2, int64_t n) {
   return true;
 }
 
+/// The f64 fallback of row_moments (m.mean already set): the variance in f64, `wide` set.
 template <class C>
-inline Moments<C> row_moments(const C* x, int64_t n) {
-  Moments<C> m;
-  const double mean =
-      blocked_sum<double>(n, [x](int64_t i) { return static_cast<double>(x[i]); }) / static_cast<double>(n);
-  double s1 = 0, s2 = 0;
-  if (std::isfinite(mean)) shifted_sums(x, n, static_cast<C>(mean), s1, s2);
-  if (finish_moments(m, mean, s2, n)) return m;
+inline Moments<C> wide_moments(const C* x, int64_t n, Moments<C>& m) {
   m.wide = true;
   double squares = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -380,6 +572,90 @@ inline Moments<C> row_moments(const C* x, int64_t n) {
   m.var = squares / static_cast<double>(n);
   m.delta = 0;
   return m;
+}
+
+/// sum of x[0..n) in f64, 16 lanes (several independent vector chains: the f64 adds would
+/// otherwise bound an L1-resident row by their latency).
+template <class C>
+inline double wide_sum(const C* x, int64_t n) {
+  constexpr int kLanes = 16;
+  double lanes[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+#pragma omp simd
+    for (int l = 0; l < kLanes; ++l) lanes[l] += static_cast<double>(x[i + l]);
+  }
+  double total = 0;
+  for (int l = 0; l < kLanes; ++l) total += lanes[l];
+  for (; i < n; ++i) total += static_cast<double>(x[i]);
+  return total;
+}
+
+#if defined(__AVX512F__)
+/// wide_sum and shifted_sums for f32 rows in 512-bit registers (four f64 accumulators for the
+/// mean; two 16-lane f32 accumulators per shifted sum over 512-element chunks, 16 terms per lane,
+/// added into f64), so a cached row is not bound by add latency or lane arrays kept in memory.
+inline double wide_sum_avx512(const float* x, int64_t n) {
+  __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd(), s2 = _mm512_setzero_pd(), s3 = _mm512_setzero_pd();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    s0 = _mm512_add_pd(s0, _mm512_maskz_cvtps_pd(0xff, _mm256_loadu_ps(x + i)));
+    s1 = _mm512_add_pd(s1, _mm512_maskz_cvtps_pd(0xff, _mm256_loadu_ps(x + i + 8)));
+    s2 = _mm512_add_pd(s2, _mm512_maskz_cvtps_pd(0xff, _mm256_loadu_ps(x + i + 16)));
+    s3 = _mm512_add_pd(s3, _mm512_maskz_cvtps_pd(0xff, _mm256_loadu_ps(x + i + 24)));
+  }
+  double total = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(s0, s1), _mm512_add_pd(s2, s3)));
+  for (; i < n; ++i) total += static_cast<double>(x[i]);
+  return total;
+}
+
+inline void shifted_sums_avx512(const float* x, int64_t n, float shift, double& s1, double& s2) {
+  const __m512 vs = _mm512_set1_ps(shift);
+  __m512d w1 = _mm512_setzero_pd(), w2 = _mm512_setzero_pd();
+  auto widen_add = [](__m512d acc, __m512 v) { return _mm512_add_pd(_mm512_add_pd(acc, widen_low(v)), widen_high(v)); };
+  constexpr int64_t kChunk = 512;
+  int64_t i = 0;
+  while (i + 32 <= n) {
+    const int64_t chunk_end = std::min(n - (n - i) % 32, i + kChunk);
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), q0 = _mm512_setzero_ps(), q1 = _mm512_setzero_ps();
+    for (; i < chunk_end; i += 32) {
+      const __m512 d0 = _mm512_sub_ps(_mm512_loadu_ps(x + i), vs);
+      const __m512 d1 = _mm512_sub_ps(_mm512_loadu_ps(x + i + 16), vs);
+      a0 = _mm512_add_ps(a0, d0);
+      a1 = _mm512_add_ps(a1, d1);
+      q0 = _mm512_fmadd_ps(d0, d0, q0);
+      q1 = _mm512_fmadd_ps(d1, d1, q1);
+    }
+    w1 = widen_add(w1, _mm512_add_ps(a0, a1));
+    w2 = widen_add(w2, _mm512_add_ps(q0, q1));
+  }
+  s1 = _mm512_reduce_add_pd(w1);
+  s2 = _mm512_reduce_add_pd(w2);
+  for (; i < n; ++i) {
+    const double d = static_cast<double>(x[i] - shift);
+    s1 += d;
+    s2 += d * d;
+  }
+}
+#endif
+
+template <class C>
+inline Moments<C> row_moments(const C* x, int64_t n) {
+  Moments<C> m;
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<C, float>) {
+    const double mean = wide_sum_avx512(x, n) / static_cast<double>(n);
+    double s1 = 0, s2 = 0;
+    if (std::isfinite(mean)) shifted_sums_avx512(x, n, static_cast<C>(mean), s1, s2);
+    if (finish_moments(m, mean, s2, n)) return m;
+    return wide_moments(x, n, m);
+  }
+#endif
+  const double mean = wide_sum(x, n) / static_cast<double>(n);
+  double s1 = 0, s2 = 0;
+  if (std::isfinite(mean)) shifted_sums(x, n, static_cast<C>(mean), s1, s2);
+  if (finish_moments(m, mean, s2, n)) return m;
+  return wide_moments(x, n, m);
 }
 
 /// Maximum of x[0..n) ignoring NaN (-Inf for none); `nan` tells whether a NaN was seen.

@@ -453,8 +453,10 @@ dx_error_t* arg_kernel(const dx_kernel_call_t* call) noexcept {
 // Unit-stride f32/f64 lines run in place on the tensors; f16/bf16 and strided lines go through
 // a per-thread compute-type buffer. A NaN anywhere, or an infinite max (an all -Inf line, or
 // +Inf whose exp(Inf - Inf) is NaN), makes the whole line NaN, as the reference.
+// `next` streams the next line into L2 during the exp pass (nn::exp_shifted_store).
 template <class T>
-void softmax_line(const T* x, int64_t sx, T* y, int64_t sy, int64_t length, typename Num<T>::C* buffer) {
+void softmax_line(const T* x, int64_t sx, T* y, int64_t sy, int64_t length, typename Num<T>::C* buffer,
+                  nn::LinePrefetcher& next) {
   using C = typename Num<T>::C;
   constexpr bool kNative = std::is_same_v<T, C>;
   const C* xc = reinterpret_cast<const C*>(x);  // used only when T is C and unit-stride
@@ -469,7 +471,7 @@ void softmax_line(const T* x, int64_t sx, T* y, int64_t sy, int64_t length, type
     for (int64_t i = 0; i < length; ++i) y[i * sy] = Num<T>::store(std::numeric_limits<C>::quiet_NaN());
     return;
   }
-  const double sum = nn::exp_shifted_store(xc, m, e, length);
+  const double sum = nn::exp_shifted_store(xc, m, e, length, next);
   const C inverse = static_cast<C>(1.0 / sum);
   if (static_cast<void*>(e) == static_cast<void*>(y)) {
 #pragma omp simd
@@ -526,7 +528,9 @@ dx_error_t* softmax_kernel(const dx_kernel_call_t* call) noexcept {
     auto row = [&](int64_t n, const int64_t* off, const int64_t* st) {
       C* buffer = scratch.data() + static_cast<size_t>(slots == 1 ? 0 : omp_get_thread_num()) * length;
       for (int64_t j = 0; j < n; ++j) {
-        softmax_line<T>(px + off[1] + j * st[1], sx, py + off[0] + j * st[0], sy, length, buffer);
+        const T* line = px + off[1] + j * st[1];
+        nn::LinePrefetcher next = nn::next_line(line, st[1], j + 1 < n, sx == 1, length);
+        softmax_line<T>(line, sx, py + off[0] + j * st[0], sy, length, buffer, next);
       }
     };
     for_each_row(outer, row, length * 8);

@@ -3,8 +3,11 @@
 // backward, for every F dtype: long unit-stride rows split over threads, lines along a
 // non-last axis (strided, through the compute-type buffer), rows whose spread flushes
 // exp(x - max) below 2^-126 to 0, and the special rows (NaN, +Inf, -Inf entries, all -Inf).
-// Also log_softmax and cross_entropy on long rows, which share the exp helpers (nn_util.h).
+// Also log_softmax and cross_entropy on long rows, which share the exp helpers (nn_util.h),
+// layer_norm backward's fused row and column sums, and cross_entropy's labels and special logits.
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <limits>
 #include <string>
 #include <vector>
@@ -140,6 +143,207 @@ TEST(Rows, LogSoftmaxAndCrossEntropyLongRows) {
                             Attrs().str("reduction", reduction), true),
                    g.rtol, g.atol, std::string("cross_entropy backward ") + reduction + " " + name_of(t));
     }
+  }
+}
+
+/// As expect_close, with the suite's norm-wise floor for gradients that cancel
+/// (docs/tolerances.md, rtol_atol_normwise): atol + rtol (|ref| + 8 max|ref| of that output).
+void expect_close_normwise(const Result& r, double rtol, double atol, const std::string& what) {
+  ASSERT_EQ(r.ref.status, DX_OK) << what << ": reference failed: " << r.ref.message;
+  ASSERT_EQ(r.cpu.status, DX_OK) << what << ": cpu failed: " << r.cpu.message;
+  ASSERT_EQ(r.cpu.outputs.size(), r.ref.outputs.size()) << what;
+  for (size_t o = 0; o < r.ref.outputs.size(); ++o) {
+    const auto& a = r.cpu.outputs[o];
+    const auto& b = r.ref.outputs[o];
+    ASSERT_EQ(a.size(), b.size()) << what << " output " << o;
+    double largest = 0;
+    for (double v : b) largest = std::isfinite(v) ? std::max(largest, std::fabs(v)) : largest;
+    int reported = 0;
+    for (size_t i = 0; i < b.size(); ++i) {
+      bool ok;
+      if (std::isnan(b[i])) ok = std::isnan(a[i]);
+      else if (std::isinf(b[i])) ok = a[i] == b[i];
+      else ok = std::fabs(a[i] - b[i]) <= atol + rtol * (std::fabs(b[i]) + 8 * largest);
+      if (!ok && reported++ < 5) {
+        ADD_FAILURE() << what << " output " << o << " element " << i << ": cpu " << a[i] << " reference " << b[i];
+      }
+    }
+  }
+}
+
+/// The stats shape of x normalised from `axis` on, and the normalised (parameter) shape.
+std::vector<int64_t> ln_stats_shape(const std::vector<int64_t>& x, size_t axis) {
+  std::vector<int64_t> s = x;
+  for (size_t d = axis; d < s.size(); ++d) s[d] = 1;
+  return s;
+}
+
+// layer_norm backward (src/nn_norm.cc): row statistics, then one pass for the row sums fused
+// with the dw/db column sums (per fixed part of rows, f64), then the dx pass; the next row is
+// prefetched meanwhile. Rows longer than the 256-element sum chunks, odd lengths (the tails of
+// every 16-lane loop), short rows (tails only), a mean offset far above the spread, rows of two
+// dims, weight/bias absent, and each wanted-output subset (null gradients skipped).
+TEST(Rows, LayerNormBackwardRowsAndColumnSums) {
+  Differential diff;
+  struct LnCase {
+    std::vector<int64_t> x;
+    size_t axis;
+    double lo, hi;
+  };
+  const LnCase cases[] = {
+      {{40, 1000}, 1, -3, 5},      // many rows: several fixed parts, threads
+      {{9, 4099}, 1, -2, 2},       // odd length
+      {{300, 3}, 1, -1, 1},        // short rows
+      {{24, 257}, 1, 1000, 1001},  // mean offset far above the spread
+      {{6, 5, 67}, 1, -2, 2},      // a row of two dims
+  };
+  // {weight, bias, want dx, want dw, want db}
+  const bool combos[][5] = {{true, true, true, true, true},    {false, false, true, false, false},
+                            {true, false, false, true, false}, {false, true, false, false, true},
+                            {true, true, true, false, true},   {true, true, false, false, false}};
+  for (dx_dtype_t t : kFloatTypes) {
+    const Tol g = grad_tolerance(t);
+    for (const LnCase& c : cases) {
+      const std::vector<int64_t> ps(c.x.begin() + static_cast<std::ptrdiff_t>(c.axis), c.x.end());
+      const std::vector<int64_t> ss = ln_stats_shape(c.x, c.axis);
+      const In x = In::random(t, c.x, c.lo, c.hi, 31);
+      const In dy = In::random(t, c.x, -1, 1, 32), dm = In::random(t, ss, -1, 1, 33), dr = In::random(t, ss, -1, 1, 34);
+      const In y = In::random(t, c.x, -1, 1, 35), mean = In::random(t, ss, -1, 1, 36), rstd = In::random(t, ss, 0, 1, 37);
+      for (const auto& k : combos) {
+        const In w = k[0] ? In::random(t, ps, 0.5, 1.5, 38) : In::absent();
+        const In b = k[1] ? In::random(t, ps, -1, 1, 39) : In::absent();
+        const std::string what = "layer_norm backward " + name_of(t) + " " + shape_name(c.x) + (k[0] ? " w" : "") +
+                                 (k[1] ? " b" : "") + " want " + std::to_string(k[2]) + std::to_string(k[3]) +
+                                 std::to_string(k[4]);
+        const Result r = diff.run("dx.layer_norm", {dy, dm, dr, x, w, b, y, mean, rstd},
+                                  {k[2] ? Out(t, c.x) : Out::absent(), k[3] ? Out(t, ps) : Out::absent(),
+                                   k[4] ? Out(t, ps) : Out::absent()},
+                                  Attrs().i64("axis", static_cast<int64_t>(c.axis)).f64("eps", 1e-5), true);
+        expect_close_normwise(r, g.rtol, g.atol, what);
+      }
+    }
+    // A gradient for an absent weight or bias is refused, as by the reference.
+    const std::vector<int64_t> s = {4, 33}, ss = {4, 1}, ps = {33};
+    const In x = In::random(t, s, -1, 1, 40), st = In::random(t, ss, -1, 1, 41);
+    expect_same_error(diff.run("dx.layer_norm", {x, st, st, x, In::absent(), In::random(t, ps), x, st, st},
+                               {Out(t, s), Out(t, ps), Out(t, ps)}, Attrs(), true),
+                      "layer_norm dw without a weight " + name_of(t));
+    expect_same_error(diff.run("dx.layer_norm", {x, st, st, x, In::random(t, ps), In::absent(), x, st, st},
+                               {Out(t, s), Out::absent(), Out(t, ps)}, Attrs(), true),
+                      "layer_norm db without a bias " + name_of(t));
+  }
+}
+
+// cross_entropy (src/nn.cc): per row a max pass and an exp-sum pass (AVX-512 under x86-64-v4),
+// the next row prefetched meanwhile. Rows longer than the sum chunks with odd lengths, the
+// reductions, ignored rows (the default -100 and an in-range ignore_index), special logits
+// (-Inf, +Inf, NaN, huge), rank-1 logits, and the label checks.
+TEST(Rows, CrossEntropyRowsLabelsAndSpecialLogits) {
+  Differential diff;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  for (dx_dtype_t t : kFloatTypes) {
+    const Tol f = tolerance(t);
+    const Tol g = grad_tolerance(t);
+    const double scale = t == DX_DTYPE_F32 ? 10 : 1;  // losses reach ~50: a few ulps of them
+    const std::vector<int64_t> s = {33, 8195};
+    const In x = In::random(t, s, -30, 30, 51);
+    std::vector<double> labels;
+    for (int64_t r = 0; r < s[0]; ++r) labels.push_back(r % 7 == 3 ? -100.0 : static_cast<double>((r * 1237) % s[1]));
+    const In lab = In::of(DX_DTYPE_I64, {s[0]}, labels);
+    for (const char* reduction : {"mean", "sum", "none"}) {
+      const bool none = std::string(reduction) == "none";
+      const std::vector<int64_t> os = none ? std::vector<int64_t>{s[0]} : std::vector<int64_t>{};
+      const std::string what = std::string("cross_entropy ") + reduction + " " + name_of(t);
+      expect_close(diff.run("dx.cross_entropy", {x, lab}, {Out(t, os)}, Attrs().str("reduction", reduction)),
+                   f.rtol * scale, f.atol * scale, what);
+      const In dy = In::random(t, os, 0.5, 2, 52);
+      expect_close_normwise(diff.run("dx.cross_entropy", {dy, x, lab, In::random(t, os, 0, 1, 53)},
+                                     {Out(t, s), Out(DX_DTYPE_I64, {s[0]})}, Attrs().str("reduction", reduction), true),
+                            g.rtol, g.atol, what + " backward");
+    }
+    // ignore_index inside the class range: rows labelled 5 are ignored, the others counted.
+    std::vector<double> with_five = labels;
+    for (size_t r = 0; r < with_five.size(); ++r) {
+      if (with_five[r] < 0 || r % 4 == 0) with_five[r] = 5;  // -100 is out of range here
+    }
+    const In lab5 = In::of(DX_DTYPE_I64, {s[0]}, with_five);
+    expect_close(diff.run("dx.cross_entropy", {x, lab5}, {Out(t, {})}, Attrs().i64("ignore_index", 5)), f.rtol * scale,
+                 f.atol * scale, "cross_entropy ignore_index 5 " + name_of(t));
+    // Every row ignored: the mean is 0 / 0 = NaN; its gradient is zero.
+    const In all_ignored = In::of(DX_DTYPE_I64, {3}, {-100, -100, -100});
+    const In x3 = In::random(t, {3, 40}, -2, 2, 54);
+    expect_close(diff.run("dx.cross_entropy", {x3, all_ignored}, {Out(t, {})}), f.rtol, f.atol,
+                 "cross_entropy all ignored " + name_of(t));
+    expect_close(diff.run("dx.cross_entropy", {In::of(t, {}, {1.0}), x3, all_ignored, In::of(t, {}, {0.0})},
+                          {Out(t, {3, 40}), Out::absent()}, Attrs(), true),
+                 g.rtol, g.atol, "cross_entropy all ignored backward " + name_of(t));
+    // Special logits, one row each, reduction none: -Inf entries (probability 0), the label's
+    // logit -Inf (loss +Inf), an all -Inf row, +Inf, NaN, and huge finite logits.
+    const int64_t c = 37;
+    std::vector<double> v(static_cast<size_t>(7 * c));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(static_cast<double>(i)) * 3;
+    for (int64_t i = 0; i < c; i += 3) v[static_cast<size_t>(c * 0 + i)] = -inf;
+    v[static_cast<size_t>(c * 1 + 2)] = -inf;
+    for (int64_t i = 0; i < c; ++i) v[static_cast<size_t>(c * 2 + i)] = -inf;
+    v[static_cast<size_t>(c * 3 + 9)] = inf;
+    v[static_cast<size_t>(c * 4 + 11)] = nan;
+    v[static_cast<size_t>(c * 5 + 4)] = 1e30;
+    v[static_cast<size_t>(c * 5 + 5)] = -1e30;
+    v[static_cast<size_t>(c * 6 + 1)] = 3e38;
+    const In special = In::of(t, {7, c}, v);
+    const In special_labels = In::of(DX_DTYPE_I64, {7}, {1, 2, 0, 8, 3, 4, 6});
+    expect_close(diff.run("dx.cross_entropy", {special, special_labels}, {Out(t, {7})}, Attrs().str("reduction", "none")),
+                 f.rtol, f.atol, "cross_entropy special logits " + name_of(t));
+    expect_close(diff.run("dx.cross_entropy", {In::random(t, {7}, 0.5, 2, 55), special, special_labels, In::random(t, {7})},
+                          {Out(t, {7, c}), Out::absent()}, Attrs().str("reduction", "none"), true),
+                 g.rtol, g.atol, "cross_entropy special logits backward " + name_of(t));
+    // Rank-1 logits with a rank-0 label.
+    const In row = In::random(t, {5000}, -10, 10, 56);
+    expect_close(diff.run("dx.cross_entropy", {row, In::of(DX_DTYPE_I64, {}, {4321})}, {Out(t, {})}), f.rtol * scale,
+                 f.atol * scale, "cross_entropy rank 1 " + name_of(t));
+    // Label checks: out of range, negative (not the ignore_index), and the ignore_index itself
+    // outside the range is fine.
+    expect_same_error(diff.run("dx.cross_entropy", {x3, In::of(DX_DTYPE_I64, {3}, {0, 40, 1})}, {Out(t, {})}),
+                      "cross_entropy label = classes " + name_of(t));
+    expect_same_error(diff.run("dx.cross_entropy", {x3, In::of(DX_DTYPE_I64, {3}, {0, -1, 1})}, {Out(t, {})}),
+                      "cross_entropy negative label " + name_of(t));
+    expect_same_error(diff.run("dx.cross_entropy", {In::of(t, {}, {1.0}), x3, In::of(DX_DTYPE_I64, {3}, {0, 99, 1}),
+                                                    In::of(t, {}, {0.0})},
+                               {Out(t, {3, 40}), Out::absent()}, Attrs(), true),
+                      "cross_entropy backward label out of range " + name_of(t));
+    expect_close(diff.run("dx.cross_entropy", {x3, In::of(DX_DTYPE_I64, {3}, {0, 1000, 1})}, {Out(t, {})},
+                          Attrs().i64("ignore_index", 1000)),
+                 f.rtol, f.atol, "cross_entropy ignore_index outside the range " + name_of(t));
+  }
+}
+
+// log_softmax rows longer than L2-sized blocks (the next row prefetched during the exp pass;
+// the AVX-512 exp-sum and its scalar tail), with special entries in long rows, and long
+// strided lines (axis 0: through the buffer, no prefetch).
+TEST(Rows, LogSoftmaxLongRowsWithSpecialEntries) {
+  Differential diff;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  for (dx_dtype_t t : kFloatTypes) {
+    const Tol f = tolerance(t);
+    const Tol g = grad_tolerance(t);
+    const double scale = t == DX_DTYPE_F32 ? 10 : 1;
+    const std::vector<int64_t> s = {5, 40001};
+    In x = In::random(t, s, -20, 20, 61);
+    for (int64_t i = 0; i < s[1]; i += 101) x.values[static_cast<size_t>(s[1] + i)] = -inf;  // row 1
+    x.values[static_cast<size_t>(2 * s[1] + 39999)] = nan;                                   // row 2
+    x.values[static_cast<size_t>(3 * s[1] + 17)] = 1e30;                                     // row 3
+    x.values[static_cast<size_t>(4 * s[1] + 40000)] = inf;                                   // row 4
+    expect_close(diff.run("dx.log_softmax", {x}, {Out(t, s)}), f.rtol * scale, f.atol * scale,
+                 "log_softmax long special rows " + name_of(t));
+    const In clean = In::random(t, s, -20, 20, 62);
+    expect_close_normwise(diff.run("dx.log_softmax", {In::random(t, s, -2, 2, 63), clean, clean}, {Out(t, s)}, Attrs(), true),
+                          g.rtol, g.atol, "log_softmax long rows backward " + name_of(t));
+    const std::vector<int64_t> tall = {3001, 3};
+    const In xt = In::random(t, tall, -20, 20, 64);
+    expect_close(diff.run("dx.log_softmax", {xt}, {Out(t, tall)}, Attrs().i64("axis", 0)), f.rtol * scale,
+                 f.atol * scale, "log_softmax long strided lines " + name_of(t));
   }
 }
 
