@@ -1508,7 +1508,6 @@ TEST_F(CpuPlugin, UnaryMathF32IsF64RoundedOnce) {
       {"dx.sin", [](double v) { return std::sin(v); }},
       {"dx.erf", [](double v) { return std::erf(v); }},
       {"dx.expm1", [](double v) { return std::expm1(v); }},
-      {"dx.gelu", [](double v) { return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); }},
   };
   for (const auto& [op, f] : fns) {
     ASSERT_TRUE(invoke(op, {&x}, {&y}).ok()) << op;
@@ -1516,12 +1515,14 @@ TEST_F(CpuPlugin, UnaryMathF32IsF64RoundedOnce) {
       ASSERT_EQ(y.raw<float>(i), static_cast<float>(f(xs[i]))) << op << " at x = " << xs[i];
     }
   }
-  // tanh, sigmoid and silu run branch-free f32 versions (fast_math.h): within 4 ulp of the
-  // f64 value rounded once (the suite's limits are 8 for tanh, 4 for the others).
+  // tanh, sigmoid, silu and the f32 gelu run branch-free f32 versions (fast_math.h): within
+  // 4 ulp of the f64 value rounded once (the suite's limits are 8 for tanh, 4 for the others;
+  // fast_math_test holds gelu to 2 ulp with FMA, 3 without).
   const std::vector<std::pair<const char*, std::function<double(double)>>> fast = {
       {"dx.tanh", [](double v) { return std::tanh(v); }},
       {"dx.sigmoid", [](double v) { return 1.0 / (1.0 + std::exp(-v)); }},
       {"dx.silu", [](double v) { return v / (1.0 + std::exp(-v)); }},
+      {"dx.gelu", [](double v) { return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); }},
   };
   auto ulp_distance = [](float a, float b) {
     auto key = [](float f) {
@@ -1541,9 +1542,11 @@ TEST_F(CpuPlugin, UnaryMathF32IsF64RoundedOnce) {
   dx_attr_t mode{"approximate", DX_ATTR_STRING, 0, 4, {}};
   mode.value.str = "tanh";
   ASSERT_TRUE(invoke("dx.gelu", {&x}, {&y}, {mode}).ok());
-  const double v = xs[1500];
-  const double want = 0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
-  EXPECT_EQ(y.raw<float>(1500), static_cast<float>(want));
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = xs[i];
+    const double want = 0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+    ASSERT_LE(ulp_distance(y.raw<float>(i), static_cast<float>(want)), 4) << "gelu tanh at x = " << v;
+  }
   mode.value.str = "fast";
   EXPECT_EQ(invoke("dx.gelu", {&x}, {&y}, {mode}).code, DX_INVALID_ARGUMENT);
 }
