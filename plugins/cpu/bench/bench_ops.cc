@@ -902,9 +902,12 @@ struct Cells {
       vs_torch;
 };
 
-// Verdicts against a target. The median ratio decides; a median below the target whose rounds
-// reached it (max >= target) is reported apart, as "noise", never counted as met: it is what an
-// op that calls the ceiling itself (matmul through OpenBLAS) shows when the rounds scatter.
+// Verdicts against a target. The median ratio decides; a median below the target but within
+// kNoiseBand of it, whose rounds reached it (max >= target), is reported apart, as "noise", never
+// counted as met: it is what an op that calls the ceiling itself (matmul through OpenBLAS) shows
+// when the rounds scatter. kNoiseBand is the run-to-run movement of a ratio measured side by side
+// on the project's 2-core build box (docs/performance.md).
+constexpr double kNoiseBand = 0.05;
 constexpr const char* kMet = "MET";
 constexpr const char* kNoise = "noise";
 constexpr const char* kMissed = "missed";
@@ -928,7 +931,8 @@ Cells cells(const Row& r) {
   x.spread = fmt("%.2f-", r.ratio_min) + fmt("%.2f", r.ratio_max);
   if (!has_target) x.verdict = "-";
   else if (r.ratio >= c.target_ratio()) x.verdict = kMet;
-  else if (r.ratio_max >= c.target_ratio()) x.verdict = kNoise;
+  else if (r.ratio_max >= c.target_ratio() && r.ratio >= c.target_ratio() - kNoiseBand)
+    x.verdict = kNoise;
   else x.verdict = kMissed;
   if (r.torch.valid) {
     x.torch_time = human_time(r.torch.median);
@@ -1003,7 +1007,7 @@ std::string summary_text(const Summary& s) {
                   " not available, " + std::to_string(s.errors) + " errors; ceiling targets met: " +
                   std::to_string(s.met) + " of " + std::to_string(s.with_target) + "; of the others, " +
                   std::to_string(s.noise) +
-                  " reached the target in some round but not in the median (noise).\n";
+                  " within 0.05 below the target in the median and reaching it in some round (noise).\n";
   if (s.torch_rows > 0) {
     t += "PyTorch: geometric mean of (PyTorch time / deepx time) over " +
          std::to_string(s.torch_rows) + " rows: " + fmt("%.2f", s.torch_geomean) + " (target > 1: " +
