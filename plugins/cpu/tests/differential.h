@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -30,6 +31,17 @@
 #include "deepx/host.h"
 
 namespace deepx::cpu::testing {
+
+/// Distance in representable f32 values (NaN matches NaN only; +0 and -0 are one apart).
+inline int64_t ulp_distance(float a, float b) {
+  if (a != a || b != b) return (a != a && b != b) ? 0 : int64_t{1} << 40;
+  auto key = [](float f) {
+    const int32_t i = std::bit_cast<int32_t>(f);
+    return i < 0 ? -static_cast<int64_t>(i & 0x7fffffff) - 1 : static_cast<int64_t>(i);
+  };
+  const int64_t d = key(a) - key(b);
+  return d < 0 ? -d : d;
+}
 
 inline void check(dx_status_t status, const std::string& what) {
   if (status != DX_OK) {

@@ -19,17 +19,6 @@
 namespace deepx::cpu::testing {
 namespace {
 
-/// Distance in representable f32 values (NaN matches NaN only; +0 and -0 are one apart).
-int64_t ulp_distance(float a, float b) {
-  if (a != a || b != b) return (a != a && b != b) ? 0 : int64_t{1} << 40;
-  auto key = [](float f) {
-    const int32_t i = std::bit_cast<int32_t>(f);
-    return i < 0 ? -static_cast<int64_t>(i & 0x7fffffff) - 1 : static_cast<int64_t>(i);
-  };
-  const int64_t d = key(a) - key(b);
-  return d < 0 ? -d : d;
-}
-
 struct Worst {
   int64_t ulps = 0;
   float at = 0;

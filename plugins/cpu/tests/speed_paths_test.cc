@@ -13,16 +13,6 @@
 namespace deepx::cpu::testing {
 namespace {
 
-int64_t ulp_distance(float a, float b) {
-  if (a != a || b != b) return (a != a && b != b) ? 0 : int64_t{1} << 40;
-  auto key = [](float f) {
-    const int32_t i = std::bit_cast<int32_t>(f);
-    return i < 0 ? -static_cast<int64_t>(i & 0x7fffffff) - 1 : static_cast<int64_t>(i);
-  };
-  const int64_t d = key(a) - key(b);
-  return d < 0 ? -d : d;
-}
-
 /// 2^20 + 37 values over [-9, 9) in a scrambled order, with specials at fixed places.
 std::vector<double> gelu_inputs() {
   const size_t n = (size_t{1} << 20) + 37;
