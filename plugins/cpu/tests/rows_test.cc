@@ -149,26 +149,7 @@ TEST(Rows, LogSoftmaxAndCrossEntropyLongRows) {
 /// As expect_close, with the suite's norm-wise floor for gradients that cancel
 /// (docs/tolerances.md, rtol_atol_normwise): atol + rtol (|ref| + 8 max|ref| of that output).
 void expect_close_normwise(const Result& r, double rtol, double atol, const std::string& what) {
-  ASSERT_EQ(r.ref.status, DX_OK) << what << ": reference failed: " << r.ref.message;
-  ASSERT_EQ(r.cpu.status, DX_OK) << what << ": cpu failed: " << r.cpu.message;
-  ASSERT_EQ(r.cpu.outputs.size(), r.ref.outputs.size()) << what;
-  for (size_t o = 0; o < r.ref.outputs.size(); ++o) {
-    const auto& a = r.cpu.outputs[o];
-    const auto& b = r.ref.outputs[o];
-    ASSERT_EQ(a.size(), b.size()) << what << " output " << o;
-    double largest = 0;
-    for (double v : b) largest = std::isfinite(v) ? std::max(largest, std::fabs(v)) : largest;
-    int reported = 0;
-    for (size_t i = 0; i < b.size(); ++i) {
-      bool ok;
-      if (std::isnan(b[i])) ok = std::isnan(a[i]);
-      else if (std::isinf(b[i])) ok = a[i] == b[i];
-      else ok = std::fabs(a[i] - b[i]) <= atol + rtol * (std::fabs(b[i]) + 8 * largest);
-      if (!ok && reported++ < 5) {
-        ADD_FAILURE() << what << " output " << o << " element " << i << ": cpu " << a[i] << " reference " << b[i];
-      }
-    }
-  }
+  expect_close(r, rtol, atol, what, 8);
 }
 
 /// The stats shape of x normalised from `axis` on, and the normalised (parameter) shape.
