@@ -7,18 +7,38 @@
 #include <cstdint>
 #include <limits>
 
-#if defined(__AVX512F__) || defined(__F16C__)
-// GCC 12 warns about the intrinsics' deliberately undefined pass-through operands when they
-// are inlined (-Wmaybe-uninitialized false positives).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#endif
+#include "simd.h"
 
 namespace deepx::cpu {
 
 namespace detail {
+/// The constants of the f32 exp reduction x = n ln2 + r shared by every exp in this file and the
+/// AVX-512 twins in nn_util.h: adding kShifter (1.5 * 2^23) rounds x log2(e) to the integer n,
+/// and ln2 = kLn2High + kLn2Low with n * kLn2High exact for |n| <= 2^8.
+inline constexpr float kExpShifter = 12582912.0f;
+inline constexpr float kLog2E = 1.44269504088896341f;
+inline constexpr float kExpLn2High = 0.693359375f;
+inline constexpr float kExpLn2Low = -2.12194440e-4f;
+/// Coefficients of p(r), highest first: e^r = 1 + r + r^2 p(r) within 1 ulp for |r| <= ln2/2.
+inline constexpr float kExpPoly[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                                      4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+
+/// p(r) of kExpPoly by Horner's rule (each step one FMA where the target has it).
+inline float exp_poly_f32(float r) {
+  float p = kExpPoly[0];
+  for (int i = 1; i < 6; ++i) p = p * r + kExpPoly[i];
+  return p;
+}
+
+#if defined(__AVX512F__)
+/// exp_poly_f32 on 16 lanes.
+inline __m512 exp_poly_f32x16(__m512 r) {
+  __m512 p = _mm512_set1_ps(kExpPoly[0]);
+  for (int i = 1; i < 6; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpPoly[i]));
+  return p;
+}
+#endif
+
 /// m * e^x with x clamped below at `lowest` (where the result has rounded to zero); the one
 /// reduction and polynomial behind exp_f32 (m = 1, exact) and exp_mul_f32.
 inline float exp_scaled_f32(float x, float m, float lowest) {
@@ -29,22 +49,13 @@ inline float exp_scaled_f32(float x, float m, float lowest) {
   float clamped = x > 89.0f ? 89.0f : x;
   clamped = clamped < lowest ? lowest : clamped;
   clamped = (x != x) ? 0.0f : clamped;
-  constexpr float kShifter = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float shifted = clamped * 1.44269504088896341f + kShifter;
-  const float n_float = shifted - kShifter;
+  const float shifted = clamped * kLog2E + kExpShifter;
+  const float n_float = shifted - kExpShifter;
   const int32_t n = static_cast<int32_t>(std::bit_cast<uint32_t>(shifted)) -
-                    static_cast<int32_t>(std::bit_cast<uint32_t>(kShifter));
-  // ln2 split so that n * kLn2High is exact for |n| <= 2^8.
-  constexpr float kLn2High = 0.693359375f;
-  constexpr float kLn2Low = -2.12194440e-4f;
-  float r = clamped - n_float * kLn2High;
-  r = r - n_float * kLn2Low;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
+                    static_cast<int32_t>(std::bit_cast<uint32_t>(kExpShifter));
+  float r = clamped - n_float * kExpLn2High;
+  r = r - n_float * kExpLn2Low;
+  const float p = exp_poly_f32(r);
   const float y = p * (r * r) + r + 1.0f;
   // 2^n as two normal powers of two (n in [-162, 129]), applied after the multiplication by m
   // so that a subnormal result is rounded once.
@@ -79,19 +90,13 @@ inline float exp_mul_f32(float x, float m) {
 /// a sum >= 1, so a flushed term changes nothing above 1e-37 absolute.
 inline float exp_nonpositive_f32(float d) {
   const float c = d < -87.0f ? -87.0f : d;
-  constexpr float kShifter = 12582912.0f;  // 1.5 * 2^23
-  const float shifted = c * 1.44269504088896341f + kShifter;
-  const float n_float = shifted - kShifter;
+  const float shifted = c * detail::kLog2E + detail::kExpShifter;
+  const float n_float = shifted - detail::kExpShifter;
   const int32_t n = static_cast<int32_t>(std::bit_cast<uint32_t>(shifted)) -
-                    static_cast<int32_t>(std::bit_cast<uint32_t>(kShifter));
-  float r = c - n_float * 0.693359375f;
-  r = r - n_float * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
+                    static_cast<int32_t>(std::bit_cast<uint32_t>(detail::kExpShifter));
+  float r = c - n_float * detail::kExpLn2High;
+  r = r - n_float * detail::kExpLn2Low;
+  const float p = detail::exp_poly_f32(r);
   const float y = p * (r * r) + r + 1.0f;
   // n >= -126 for c >= -87, so n + 127 is a normal exponent (NaN: r and y are NaN anyway).
   const float scale = std::bit_cast<float>(static_cast<uint32_t>(n + 127) << 23);
@@ -477,21 +482,15 @@ inline float gelu_erf_f32(float x) {
   const float l = ((y_high * y_high - s) + 2.0f * y_high * y_low) + y_low * y_low;
 #endif
   const float hs = -0.5f * s, hl = -0.5f * l;  // -y^2/2 = hs + hl
-  constexpr float kShifter = 12582912.0f;     // 1.5 * 2^23
-  const float shifted = hs * 1.44269504088896341f + kShifter;
-  const float n_float = shifted - kShifter;
+  const float shifted = hs * detail::kLog2E + detail::kExpShifter;
+  const float n_float = shifted - detail::kExpShifter;
   const int32_t n = static_cast<int32_t>(std::bit_cast<uint32_t>(shifted)) -
-                    static_cast<int32_t>(std::bit_cast<uint32_t>(kShifter));
+                    static_cast<int32_t>(std::bit_cast<uint32_t>(detail::kExpShifter));
   constexpr float kLn2High = 0.693145751953125f;      // 19 bits: n * kLn2High is exact
   constexpr float kLn2Low = 1.42860682030941723e-6f;
   float r = hs - n_float * kLn2High;                  // exact
   r = r + (hl - n_float * kLn2Low);
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
+  const float p = detail::exp_poly_f32(r);
   const float q = p * (r * r) + r;  // e^r - 1
   const float g = y * h;
   const float scale = std::bit_cast<float>(static_cast<uint32_t>(n + 127) << 23);
@@ -518,17 +517,12 @@ inline __m512 gelu_erf_f32x16(__m512 x) {
   const __m512 l = _mm512_fmsub_ps(y, y, s);
   const __m512 minus_half = _mm512_set1_ps(-0.5f);
   const __m512 hs = _mm512_mul_ps(s, minus_half), hl = _mm512_mul_ps(l, minus_half);
-  const __m512 shifter = _mm512_set1_ps(12582912.0f);
+  const __m512 shifter = _mm512_set1_ps(detail::kExpShifter);
   const __m512 n_float =
-      _mm512_sub_ps(_mm512_fmadd_ps(hs, _mm512_set1_ps(1.44269504088896341f), shifter), shifter);
+      _mm512_sub_ps(_mm512_fmadd_ps(hs, _mm512_set1_ps(detail::kLog2E), shifter), shifter);
   __m512 r = _mm512_fnmadd_ps(n_float, _mm512_set1_ps(0.693145751953125f), hs);
   r = _mm512_add_ps(r, _mm512_fnmadd_ps(n_float, _mm512_set1_ps(1.42860682030941723e-6f), hl));
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  const __m512 p = detail::exp_poly_f32x16(r);
   const __m512 q = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
   const __m512 g = _mm512_mul_ps(y, h);
   const __m512 big_p = _mm512_scalef_ps(_mm512_fmadd_ps(g, q, g), n_float);
@@ -578,12 +572,7 @@ inline float gelu_tanh_f32(float x) {
   const double r_wide = -two_v - n_float * 0.69314718055994531;  // |r| <= ln2 / 2
   const float r = static_cast<float>(r_wide);
   const int32_t n = static_cast<int32_t>(n_float);
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
+  const float p = detail::exp_poly_f32(r);
   const float e_r = p * (r * r) + r + 1.0f;
   const float e = e_r * std::bit_cast<float>(static_cast<uint32_t>(n + 127) << 23);  // n >= -96
   const float big_p = (y * e) / (1.0f + e);

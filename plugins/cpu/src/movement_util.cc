@@ -1,13 +1,5 @@
-// immintrin.h first, so that this include (and no other header's) decides how its inline
-// functions warn: GCC 12 flags the deliberately undefined pass-through operands of the AVX-512
-// shuffles (_mm512_undefined_ps) once they are inlined, a false positive.
-#if defined(__SSE2__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#endif
+// simd.h first, so that its <immintrin.h> include decides how the intrinsics warn (see simd.h).
+#include "simd.h"
 
 #include "movement_util.h"
 

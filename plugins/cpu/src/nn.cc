@@ -25,13 +25,7 @@
 #include <vector>
 
 #include "nn_util.h"
-
-#if defined(__SSE2__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12, intrinsics' undefined operands
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#endif
+#include "simd.h"
 
 namespace deepx::cpu {
 namespace nn {

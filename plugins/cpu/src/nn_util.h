@@ -8,16 +8,7 @@
 
 #include <omp.h>
 
-#if defined(__AVX512F__)
-// GCC 12 flags the intrinsics' deliberately undefined pass-through operands once inlined
-// (-Wmaybe-uninitialized false positives); the first include of the header decides, as in
-// fast_math.h.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#endif
+#include "simd.h"
 
 #include <algorithm>
 #include <cmath>
@@ -319,18 +310,13 @@ inline __m512d widen_high(__m512 v) {
 inline __m512 exp_nonpositive_avx512(__m512 d) {
   const __m512 lowest = _mm512_set1_ps(-87.0f);
   const __m512 c = _mm512_max_ps(d, lowest);
-  const __m512 shifter = _mm512_set1_ps(12582912.0f);  // 1.5 * 2^23
-  const __m512 shifted = _mm512_fmadd_ps(c, _mm512_set1_ps(1.44269504088896341f), shifter);
+  const __m512 shifter = _mm512_set1_ps(detail::kExpShifter);
+  const __m512 shifted = _mm512_fmadd_ps(c, _mm512_set1_ps(detail::kLog2E), shifter);
   const __m512 n_float = _mm512_sub_ps(shifted, shifter);
   const __m512i n = _mm512_sub_epi32(_mm512_castps_si512(shifted), _mm512_castps_si512(shifter));
-  __m512 r = _mm512_fnmadd_ps(n_float, _mm512_set1_ps(0.693359375f), c);
-  r = _mm512_fnmadd_ps(n_float, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  __m512 r = _mm512_fnmadd_ps(n_float, _mm512_set1_ps(detail::kExpLn2High), c);
+  r = _mm512_fnmadd_ps(n_float, _mm512_set1_ps(detail::kExpLn2Low), r);
+  const __m512 p = detail::exp_poly_f32x16(r);
   const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
   const __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n, _mm512_set1_epi32(127)), 23));
   // d < -87 (and -Inf) flush to 0. max_ps turns a NaN d into -87, so NaN is put back

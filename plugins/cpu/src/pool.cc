@@ -26,14 +26,7 @@
 #include <limits>
 #include <type_traits>
 
-#if defined(__AVX512F__)
-// GCC 12 flags the intrinsics' deliberately undefined pass-through operands once inlined.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#endif
+#include "simd.h"
 
 #include "dense.h"
 #include "kernels.h"
