@@ -1,13 +1,11 @@
 // Dense compute-type copies of strided tensors, for the kernels that work on whole matrices
 // (conv2d, pooling, attention): an input is read through a row-major buffer of its compute type
 // (f32 for f32/f16/bf16, f64 for f64), which is the tensor itself when it already is one, and an
-// output is produced in such a buffer and stored (rounded once) into the caller's view. Also the
-// small BLAS wrappers those kernels share. OpenBLAS is only ever called outside OpenMP regions
-// (its own threads do the work), as in matmul.cc.
+// output is produced in such a buffer and stored (rounded once) into the caller's view, and the
+// fork/join helper that the GEMMs (sgemm.h) and the loops between them share. GEMMs are only
+// ever called outside OpenMP regions (their own threads do the work), as in matmul.cc.
 #ifndef DEEPX_PLUGINS_CPU_DENSE_H_
 #define DEEPX_PLUGINS_CPU_DENSE_H_
-
-#include <cblas.h>
 
 #include <algorithm>
 #include <climits>
@@ -18,6 +16,7 @@
 #include <vector>
 
 #include "common.h"
+#include "sgemm.h"
 #include "strided.h"
 
 namespace deepx::cpu {
@@ -187,39 +186,6 @@ class DenseOutput {
   std::vector<F> buffer_;
   F* data_ = nullptr;
 };
-
-/// Row-major C = alpha op(A) op(B) + beta C through OpenBLAS. The kernels keep m, n, k and the
-/// leading dimensions below 2^31 (checked with check_blas_dims).
-inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-                      const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
-                      float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
-}
-inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
-                      const double* a, int64_t lda, const double* b, int64_t ldb, double beta,
-                      double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
-}
-
-/// C = alpha op(A) op(B) + beta C, also for empty products (k = 0 scales C by beta, which BLAS
-/// implementations disagree on) and m = 0 or n = 0 (nothing).
-template <class F>
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, F alpha, const F* a, int64_t lda,
-          const F* b, int64_t ldb, F beta, F* c, int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == F(0) ? F(0) : beta * c[i * ldc + j];
-    }
-    return;
-  }
-  blas_gemm(ta, tb, m, n, k, alpha, a, std::max<int64_t>(lda, 1), b, std::max<int64_t>(ldb, 1),
-            beta, c, std::max<int64_t>(ldc, 1));
-}
 
 /// DX_UNSUPPORTED unless every value fits BLAS's int.
 inline void check_blas_dims(std::initializer_list<int64_t> dims, const char* op) {

@@ -1,19 +1,20 @@
 // dx.matmul: NumPy matmul semantics (batched, broadcast batch dims, rank-1 operands) with
 // transpose_a / transpose_b.
 //
-// f32/f64 call OpenBLAS sgemm/dgemm once per batch matrix, straight on the caller's memory
-// when each operand has a unit stride in one of its last two dims (a transposed view becomes
-// CblasTrans, a column-major output swaps the product to C^T = B^T A^T); otherwise the operand
-// is packed into a compact buffer first. f16/bf16 are widened to f32, multiplied with sgemm and
-// rounded once. i8 x i8 -> i32 uses plain loops with wrapping i32 accumulation.
+// f32/f64 run one GEMM per batch matrix (gemm in sgemm.h: f32 through our AVX-512 kernel or
+// OpenBLAS, f64 through OpenBLAS dgemm), straight on the caller's memory when each
+// operand has a unit stride in one of its last two dims (a transposed view becomes a
+// transposed operand, a column-major output swaps the product to C^T = B^T A^T); otherwise the
+// operand is packed into a compact buffer first. f16/bf16 are widened to f32, multiplied in f32
+// and rounded once. i8 x i8 -> i32 uses plain loops with wrapping i32 accumulation.
 //
-// OpenBLAS is always called outside OpenMP regions, so its own threading is used as is.
-#include <cblas.h>
+// The GEMMs are always called outside OpenMP regions, so their own threading is used as is.
 #include <omp.h>
 
 #include <climits>
 #include <vector>
 
+#include "dense.h"
 #include "grad.h"
 #include "kernels.h"
 #include "strided.h"
@@ -57,19 +58,11 @@ BlasLayout blas_layout(const Matrix<T>& m) {
   return l;
 }
 
-/// C = A B + beta C (beta 0 or 1).
-inline void gemm_call(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                      const float* b, int64_t ldb, float* c, int64_t ldc, float beta = 0.0f) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
-}
-inline void gemm_call(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a,
-                      int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc,
-                      double beta = 0.0) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+/// C = A B + beta C (beta 0 or 1) through the plugin's one GEMM entry point (sgemm.h).
+template <class F>
+void gemm_call(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const F* a, int64_t lda,
+               const F* b, int64_t ldb, F* c, int64_t ldc, F beta = F(0)) {
+  gemm<F>(ta, tb, m, n, k, F(1), a, lda, b, ldb, beta, c, ldc);
 }
 
 /// Copies a matrix view (storage type S) into a compact row-major buffer of compute type F.
@@ -494,7 +487,8 @@ dx_error_t* matmul_backward_kernel(const dx_kernel_call_t* call) noexcept {
 }  // namespace
 
 void register_matmul_kernels(Registrar& r) {
-  // OpenBLAS results depend on its blocking and thread split, so F kernels do not claim
+  // OpenBLAS results depend on its blocking and thread split (and it runs every product on the
+  // baseline and x86-64-v3 variants, the small ones on x86-64-v4), so F kernels do not claim
   // DETERMINISTIC; the integer kernel is exact.
   auto add_float = [&r](auto tag) {
     using T = decltype(tag);

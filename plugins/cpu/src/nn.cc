@@ -1,9 +1,9 @@
 // dx.linear, dx.embedding, dx.cross_entropy and their gradients; register_nn_kernels() (which
 // also registers the normalisations of nn_norm.cc).
 //
-// linear: y = x W^T + b through OpenBLAS sgemm/dgemm straight on the caller's memory whenever
-// each operand is a BLAS-readable matrix (x's batch dims must collapse into one row stride; W is
-// read in place, transposed by the BLAS call); other layouts and f16/bf16 are packed into f32
+// linear: y = x W^T + b through the plugin's GEMM (sgemm.h) straight on the caller's memory
+// whenever each operand is a BLAS-readable matrix (x's batch dims must collapse into one row
+// stride; W is read in place, transposed by the GEMM call); other layouts and f16/bf16 are packed into f32
 // first and rounded once. The bias is written into the output before a beta = 1 product, so
 // f16/bf16 results are rounded once. Gradients: dx = dy W, dW = dy^T x (two more products),
 // db = column sums of dy in f64.
@@ -15,8 +15,6 @@
 // not depend on the thread count. cross_entropy computes each row's log-sum-exp in the compute
 // type with an f64 sum (exp_shifted_sum, which prefetches the next row meanwhile), and reduces
 // the per-row losses in row order in f64.
-#include <cblas.h>
-
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -25,6 +23,7 @@
 #include <vector>
 
 #include "nn_util.h"
+#include "sgemm.h"
 #include "simd.h"
 
 namespace deepx::cpu {
@@ -60,19 +59,6 @@ BlasForm blas_form(const Mat<T>& m) {
   }
   if (f.ld > INT_MAX) f.ok = false;
   return f;
-}
-
-inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
-}
-inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
-                 const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
 }
 
 template <class T>
@@ -142,7 +128,7 @@ void matmul_into(Mat<const T> a, Mat<const T> b, Mat<T> c, const BlasT<T>* bias)
     }
     beta = 1;
   }
-  gemm(la.trans, lb.trans, m, n, k, pa, la.ld, pb, lb.ld, beta, pc, ldc);
+  gemm<F>(la.trans, lb.trans, m, n, k, F(1), pa, la.ld, pb, lb.ld, beta, pc, ldc);
   if (!direct) {
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < n; ++j) c.at(i, j) = Num<T>::store(c_copy[i * n + j]);
