@@ -501,22 +501,34 @@ inline float gelu_erf_f32(float x) {
 
 #if defined(__AVX512F__)
 /// gelu_erf_f32 on 16 lanes: the same algorithm with the table lookups as register permutes
-/// (vpermps; GCC would emit gathers) and the scale by 2^n as vscalefps.
+/// (vpermps; GCC would emit gathers) and the scale by 2^n as vscalefps. Fewer instructions than
+/// the plain transcription (the loop is compute-bound even at 16M elements; with the fused tail
+/// mark of gelu_erf_row_f32_marked, 7% less time per element in the x86-64-v4 build, 13% native)
+/// with the same bits (compared on all 2^32 inputs, 2026-11-21): the fraction of 2y by vreduceps,
+/// -y^2/2 split as y * (-y/2) (exact scalings of the same product), and x - P for x >= 0, -P
+/// for x < 0 as max(x, -0) - P (vrangeps).
 inline __m512 gelu_erf_f32x16(__m512 x) {
   const auto& t = detail::kGeluErfTable.c;
   const __m512 ax = _mm512_abs_ps(x);
   const __m512 y2 = _mm512_min_ps(_mm512_add_ps(ax, ax), _mm512_set1_ps(detail::kGeluErfMaxY2));
   const __m512i k = _mm512_cvttps_epi32(y2);
-  const __m512 u = _mm512_sub_ps(_mm512_sub_ps(y2, _mm512_cvtepi32_ps(k)), _mm512_set1_ps(0.5f));
+#if defined(__AVX512DQ__)
+  // y2 - floor(y2) (imm: no fraction bits kept, round down), exact.
+  const __m512 fraction = _mm512_reduce_ps(y2, 0x01);
+#else
+  const __m512 fraction = _mm512_sub_ps(y2, _mm512_cvtepi32_ps(k));
+#endif
+  const __m512 u = _mm512_sub_ps(fraction, _mm512_set1_ps(0.5f));
   auto coefficient = [&](int term) { return _mm512_permutexvar_ps(k, _mm512_loadu_ps(t[term])); };
   __m512 h = coefficient(7);
   for (int term = 6; term >= 1; --term) h = _mm512_fmadd_ps(h, u, coefficient(term));
   h = _mm512_add_ps(h, coefficient(0));
   const __m512 y = _mm512_mul_ps(y2, _mm512_set1_ps(0.5f));
-  const __m512 s = _mm512_mul_ps(y, y);
-  const __m512 l = _mm512_fmsub_ps(y, y, s);
-  const __m512 minus_half = _mm512_set1_ps(-0.5f);
-  const __m512 hs = _mm512_mul_ps(s, minus_half), hl = _mm512_mul_ps(l, minus_half);
+  // -y^2/2 = hs + hl exactly: y * (-y/2) (= -0.5 * (y * y), both scalings exact) and its FMA
+  // remainder.
+  const __m512 minus_half_y = _mm512_mul_ps(y2, _mm512_set1_ps(-0.25f));
+  const __m512 hs = _mm512_mul_ps(y, minus_half_y);
+  const __m512 hl = _mm512_fmsub_ps(y, minus_half_y, hs);
   const __m512 shifter = _mm512_set1_ps(detail::kExpShifter);
   const __m512 n_float =
       _mm512_sub_ps(_mm512_fmadd_ps(hs, _mm512_set1_ps(detail::kLog2E), shifter), shifter);
@@ -526,10 +538,17 @@ inline __m512 gelu_erf_f32x16(__m512 x) {
   const __m512 q = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
   const __m512 g = _mm512_mul_ps(y, h);
   const __m512 big_p = _mm512_scalef_ps(_mm512_fmadd_ps(g, q, g), n_float);
+#if defined(__AVX512DQ__)
+  // max(x, -0): x for x >= +0, -0 for x < 0 and x = -0 (vrangeps orders -0 below +0), so
+  // max(x, -0) - P is x - P for x >= 0 and -0 - P = -P (the sign kept when P is 0) for x < 0.
+  const __m512 base = _mm512_range_ps(x, _mm512_set1_ps(-0.0f), 0x01);
+  const __m512 result = _mm512_sub_ps(base, big_p);
+#else
   const __m512i sign_bit = _mm512_set1_epi32(static_cast<int>(0x80000000u));
   const __mmask16 negative = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
   const __m512 result = _mm512_mask_blend_ps(
       negative, _mm512_sub_ps(x, big_p), _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(big_p), sign_bit)));
+#endif
   const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
   return _mm512_mask_add_ps(result, nan, x, x);
 }
@@ -548,6 +567,44 @@ inline void gelu_erf_row_f32(const float* in, float* out, int64_t n) {
 #else
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) out[i] = gelu_erf_f32(in[i]);
+#endif
+}
+
+/// gelu_erf_row_f32 that also marks the inputs below kGeluWideBelow (and -Inf), where the
+/// kernels must use the reference's formula: those lanes get x itself. No gelu value is below
+/// kGeluWideBelow, so out[i] < kGeluWideBelow tells them apart afterwards, also when out aliases
+/// in. Returns whether there was one. One compare per vector inside the loop instead of a
+/// separate pass over the inputs.
+inline bool gelu_erf_row_f32_marked(const float* in, float* out, int64_t n) {
+  constexpr float kBelow = static_cast<float>(kGeluWideBelow);
+#if defined(__AVX512F__)
+  const __m512 below = _mm512_set1_ps(kBelow);
+  __mmask16 any = 0;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 x = _mm512_loadu_ps(in + i);
+    const __mmask16 tail = _mm512_cmp_ps_mask(x, below, _CMP_LT_OQ);
+    any = static_cast<__mmask16>(any | tail);
+    _mm512_storeu_ps(out + i, _mm512_mask_mov_ps(gelu_erf_f32x16(x), tail, x));
+  }
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    const __m512 x = _mm512_maskz_loadu_ps(m, in + i);
+    const __mmask16 tail = _mm512_mask_cmp_ps_mask(m, x, below, _CMP_LT_OQ);
+    any = static_cast<__mmask16>(any | tail);
+    _mm512_mask_storeu_ps(out + i, m, _mm512_mask_mov_ps(gelu_erf_f32x16(x), tail, x));
+  }
+  return any != 0;
+#else
+  int any = 0;
+#pragma omp simd reduction(| : any)
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = in[i];
+    const bool tail = x < kBelow;
+    any |= tail;
+    out[i] = tail ? x : gelu_erf_f32(x);
+  }
+  return any != 0;
 #endif
 }
 
@@ -584,6 +641,20 @@ inline float gelu_tanh_f32(float x) {
 inline void gelu_tanh_row_f32(const float* in, float* out, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) out[i] = gelu_tanh_f32(in[i]);
+}
+
+/// gelu_tanh_row_f32 that marks the inputs below kGeluWideBelow as gelu_erf_row_f32_marked does.
+inline bool gelu_tanh_row_f32_marked(const float* in, float* out, int64_t n) {
+  constexpr float kBelow = static_cast<float>(kGeluWideBelow);
+  int any = 0;
+#pragma omp simd reduction(| : any)
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = in[i];
+    const bool tail = x < kBelow;
+    any |= tail;
+    out[i] = tail ? x : gelu_tanh_f32(x);
+  }
+  return any != 0;
 }
 
 }  // namespace deepx::cpu

@@ -182,9 +182,10 @@ void map_with_exact_tail(const View& out, const View& in, Wide wide, double (*ex
 }
 
 /// out = row(x) for f32 x, except elements below kGeluWideBelow, which take exact(x) (the
-/// reference's libm expression in f64). `row(in, out, n)` is a vectorised f32 row function
-/// (in == out allowed). Blocks of unit-stride rows without such elements go straight through
-/// it; other blocks go through a copy of their inputs (out may alias in) and are then patched.
+/// reference's libm expression in f64). `row(in, out, n)` is a vectorised f32 row function that
+/// marks those elements (gelu_erf_row_f32_marked: it stores x itself there, below any gelu value,
+/// and returns whether there was one; in == out allowed). Unit-stride blocks go straight through
+/// it and are patched in place when marked; other blocks go through a copy of their inputs.
 template <class Row>
 void map_f32_with_exact_tail(const View& out, const View& in, Row row_fn, double (*exact)(double)) {
   if (out.count() == 0) return;
@@ -199,6 +200,11 @@ void map_f32_with_exact_tail(const View& out, const View& in, Row row_fn, double
   float* const po = out.data<float>();
   const float* const px = in.data<const float>();
   constexpr float kBelow = static_cast<float>(kGeluWideBelow);
+  auto patch = [exact](float* ys, int64_t m) {
+    for (int64_t i = 0; i < m; ++i) {
+      if (ys[i] < kBelow) ys[i] = static_cast<float>(exact(ys[i]));
+    }
+  };
   auto row = [&](int64_t n, const int64_t* off, const int64_t* st) {
     constexpr int64_t kBlock = 256;
     alignas(64) float xs[kBlock];
@@ -208,27 +214,12 @@ void map_f32_with_exact_tail(const View& out, const View& in, Row row_fn, double
     const int64_t so = st[0], sx = st[1];
     for (int64_t b = 0; b < n; b += kBlock) {
       const int64_t m = std::min(kBlock, n - b);
-      int tail = 0;
-      if (sx == 1) {
-#pragma omp simd reduction(| : tail)
-        for (int64_t i = 0; i < m; ++i) tail |= x[b + i] < kBelow;
-        if (tail == 0 && so == 1) {
-          row_fn(x + b, o + b, m);
-          continue;
-        }
-        std::memcpy(xs, x + b, static_cast<size_t>(m) * sizeof(float));
-      } else {
-        for (int64_t i = 0; i < m; ++i) {
-          xs[i] = x[(b + i) * sx];
-          tail |= xs[i] < kBelow;
-        }
+      if (sx == 1 && so == 1) {
+        if (row_fn(x + b, o + b, m)) patch(o + b, m);
+        continue;
       }
-      row_fn(xs, ys, m);
-      if (tail != 0) {
-        for (int64_t i = 0; i < m; ++i) {
-          if (xs[i] < kBelow) ys[i] = static_cast<float>(exact(xs[i]));
-        }
-      }
+      for (int64_t i = 0; i < m; ++i) xs[i] = x[(b + i) * sx];
+      if (row_fn(xs, ys, m)) patch(ys, m);
       for (int64_t i = 0; i < m; ++i) o[(b + i) * so] = ys[i];
     }
   };
@@ -243,9 +234,9 @@ dx_error_t* gelu_kernel(const dx_kernel_call_t* call) noexcept {
     const auto [out, in] = unary_views<T, T>(call);
     if constexpr (std::is_same_v<T, float>) {
       if (tanh_form) {
-        map_f32_with_exact_tail(out, in, &gelu_tanh_row_f32, &GeluTanh::f);
+        map_f32_with_exact_tail(out, in, &gelu_tanh_row_f32_marked, &GeluTanh::f);
       } else {
-        map_f32_with_exact_tail(out, in, &gelu_erf_row_f32, &GeluErf::f);
+        map_f32_with_exact_tail(out, in, &gelu_erf_row_f32_marked, &GeluErf::f);
       }
       return;
     }

@@ -13,7 +13,8 @@
 //
 // Speed: max pooling is separable (see "max pool forward: separable" below): a horizontal pass
 // takes each input row's choice over every window's columns into a per-thread buffer, a
-// vertical pass each output row's choice over its window's rows, both vectorised; f32 on
+// vertical pass each output row's choice over its window's rows, both vectorised and run band
+// by band (a few output rows at a time, so the row maxima stay in L1); f32 on
 // AVX-512 runs a fast form (vmaxps) checked for NaN/Inf, with an exact retry of a plane that
 // holds one. Avg pooling computes the output columns whose window lies wholly inside the input
 // row a whole output row at a time, vectorised along the output width (f64 sums over the
@@ -22,8 +23,10 @@
 // the max (first NaN, else first maximum) and the f64 sums are the reference's bits.
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <type_traits>
 
 #include "simd.h"
@@ -191,12 +194,13 @@ void avg_plane_forward(const PoolPlan& p, const F* plane, F* out, double* sums) 
 //
 // max_step is "the first NaN, else the first maximum" of a sequence, an associative choice: the
 // window's row-major result equals the same choice over its rows' results taken in row order.
-// So a plane is pooled in two passes through a per-thread buffer of row maxima (h x wo, in
-// cache): a horizontal pass (each input row's choice over every output column's kernel
-// columns: one pass per input row instead of one per window row and output row, so rows shared
-// by neighbouring windows are reduced once) and a vertical pass (each output row's choice over
-// its window's rows). Each window is still visited in the reference's order, so results (NaN
-// payloads, the sign of a +0/-0 tie) are its bits; padding is never a member.
+// So a plane is pooled in two passes through a per-thread buffer of row maxima (h x wo),
+// taken in bands of output rows (max_plane_banded): a horizontal pass (each input row's choice
+// over every output column's kernel columns: one pass per input row instead of one per window
+// row and output row, so rows shared by neighbouring windows are reduced once) and a vertical
+// pass (each output row's choice over its window's rows). Each window is still visited in the
+// reference's order, so results (NaN payloads, the sign of a +0/-0 tie) are its bits; padding
+// is never a member.
 //
 // Where no NaN is involved the choice is plain "v > best ? v : best", which AVX-512's vmaxps
 // computes in one instruction (it returns its second operand on ties and unordered pairs),
@@ -385,16 +389,21 @@ inline F row_choice(const F* row, int64_t c0, int64_t c1) {
   return best;
 }
 
-/// Horizontal pass: rows[ih * wo + ow] = the choice over row ih's columns of window column ow.
-/// kStride / kKernel: the column stride and kernel width when known at compile time, else 0.
-/// kForm: kExact or kChecked (then false when the plane must be redone exactly: a NaN or an
-/// infinity was read, or a border choice is NaN).
+/// Whether max_rows_horizontal has a fast (kChecked) form for this instantiation.
+template <class F, int kStride, int kKernel>
+constexpr bool has_fast_rows() {
+  return has_fast_form<F>() && ((kStride == 2 && kKernel == 3) || (kStride == 1 && kKernel == 3) ||
+                                (kStride == 1 && kKernel == 2));
+}
+
+/// Horizontal pass over input rows [r0, r1): rows[ih * wo + ow] = the choice over row ih's
+/// columns of window column ow. kStride / kKernel: the column stride and kernel width when known
+/// at compile time, else 0. kForm: kExact or kChecked (then false when the plane must be redone
+/// exactly: a NaN or an infinity was read, or a border choice is NaN).
 template <Form kForm, class F, int kStride, int kKernel>
-bool max_rows_horizontal(const PoolPlan& p, const F* plane, F* rows) {
-  constexpr bool kFastKernel = (kStride == 2 && kKernel == 3) || (kStride == 1 && kKernel == 3) ||
-                               (kStride == 1 && kKernel == 2);
-  if constexpr (kForm != Form::kExact && !(kFastKernel && has_fast_form<F>())) {
-    (void)p, (void)plane, (void)rows;
+bool max_rows_horizontal(const PoolPlan& p, const F* plane, F* rows, int64_t r0, int64_t r1) {
+  if constexpr (kForm != Form::kExact && !has_fast_rows<F, kStride, kKernel>()) {
+    (void)p, (void)plane, (void)rows, (void)r0, (void)r1;
     return false;
   } else {
     const int64_t sw = kStride > 0 ? kStride : p.stride.w;
@@ -421,29 +430,32 @@ bool max_rows_horizontal(const PoolPlan& p, const F* plane, F* rows) {
       }
     };
     if (has_fast_form<F>() && kStride == 2 && kKernel == 3 && pw == 1 && w == 2 * wo && lo < hi) {
-      // ResNet's stem pool: the whole plane as one run of centred windows (flat index
-      // ih * wo + ow reads plane[2 (ih * wo + ow) - 1 + kj]); column 0 of each row, whose
-      // window would wrap into the row above, is redone below.
-      if (!max_stride2_k3_centered<kForm>(rows, plane, p.h * wo)) return false;
+      // ResNet's stem pool: the rows as one run of centred windows (flat index ih * wo + ow
+      // reads plane[2 (ih * wo + ow) - 1 + kj]); column 0 of each row, whose window would
+      // wrap into the row above, is redone below.
+      if (!max_stride2_k3_centered<kForm>(rows + r0 * wo, plane + r0 * w, (r1 - r0) * wo)) {
+        return false;
+      }
     } else if (w == wo * sw && lo < hi) {
-      // Rows of exactly wo * sw columns: output column j of the whole plane (flat index
+      // Rows of exactly wo * sw columns: output column j of the plane (flat index
       // ih * wo + ow) reads plane[j * sw - pw + kj], so one flat loop covers every row; the
       // entries whose window would wrap into a neighbouring row (border columns) are redone
       // below.
-      const int64_t first = (pw + sw - 1) / sw;           // j * sw - pw >= 0
-      const int64_t last = (p.h * w - kw + pw) / sw + 1;  // j * sw - pw + kw <= h * w
+      const int64_t first = std::max<int64_t>(r0 * wo, (pw + sw - 1) / sw);  // j * sw - pw >= 0
+      const int64_t last =  // j * sw - pw + kw <= h * w
+          std::min<int64_t>(r1 * wo, (p.h * w - kw + pw) / sw + 1);
       if (last > first && !interior(plane + first * sw - pw, rows + first, last - first)) {
         return false;
       }
     } else if (lo < hi) {
-      for (int64_t ih = 0; ih < p.h; ++ih) {
+      for (int64_t ih = r0; ih < r1; ++ih) {
         if (!interior(plane + ih * w + lo * sw - pw, rows + ih * wo + lo, hi - lo)) return false;
       }
     }
     // Border columns (or every column when no window fits inside a row), exactly.
     const int64_t left = lo < hi ? lo : wo, right = lo < hi ? hi : wo;
     bool no_nan = true;
-    for (int64_t ih = 0; ih < p.h; ++ih) {
+    for (int64_t ih = r0; ih < r1; ++ih) {
       const F* row = plane + ih * w;
       F* dst = rows + ih * wo;
       auto border = [&](int64_t ow) {
@@ -459,10 +471,10 @@ bool max_rows_horizontal(const PoolPlan& p, const F* plane, F* rows) {
   }
 }
 
-/// Vertical pass: out[oh * wo + ow] = the choice over the window's rows of rows[ih * wo + ow].
-/// kForm: kExact, or kNoNaN when the row maxima hold no NaN.
+/// Vertical pass over output rows [oa, ob): out[oh * wo + ow] = the choice over the window's
+/// rows of rows[ih * wo + ow]. kForm: kExact, or kNoNaN when the row maxima hold no NaN.
 template <Form kForm, class F, int kKernel>
-void max_rows_vertical(const PoolPlan& p, const F* rows, F* out) {
+void max_rows_vertical(const PoolPlan& p, const F* rows, F* out, int64_t oa, int64_t ob) {
   const int64_t sh = p.stride.h, ph = p.padding.h, wo = p.wo;
   const int64_t kh = kKernel > 0 ? kKernel : p.kernel.h;
   int64_t top, bottom;  // output rows whose window rows all lie inside the input
@@ -486,27 +498,58 @@ void max_rows_vertical(const PoolPlan& p, const F* rows, F* out) {
     const int64_t k0 = std::max<int64_t>(-hs, 0), k1 = std::min<int64_t>(kh, p.h - hs);
     choose_rows(rows + (hs + k0) * wo, out + oh * wo, wo, k0, k1);
   };
-  for (int64_t oh = 0; oh < top; ++oh) row_of(oh);
-  if (top < bottom) {
+  const int64_t mid_lo = std::clamp(top, oa, ob), mid_hi = std::clamp(bottom, oa, ob);
+  for (int64_t oh = oa; oh < mid_lo; ++oh) row_of(oh);
+  if (mid_lo < mid_hi) {
     if (sh == 1) {
       // Consecutive output rows read consecutive row-maxima rows: one flat loop.
-      choose_rows(rows + (top - ph) * wo, out + top * wo, (bottom - top) * wo, 0, kh);
+      choose_rows(rows + (mid_lo - ph) * wo, out + mid_lo * wo, (mid_hi - mid_lo) * wo, 0, kh);
     } else {
-      for (int64_t oh = top; oh < bottom; ++oh) {
+      for (int64_t oh = mid_lo; oh < mid_hi; ++oh) {
         choose_rows(rows + (oh * sh - ph) * wo, out + oh * wo, wo, 0, kh);
       }
     }
   }
-  for (int64_t oh = bottom; oh < p.ho; ++oh) row_of(oh);
+  for (int64_t oh = mid_hi; oh < ob; ++oh) row_of(oh);
+}
+
+/// Input elements (f32: 8 KiB) per band of max_plane_banded: a band's input rows, row maxima
+/// and output rows stay in L1 between its two passes, and the input keeps streaming from memory
+/// between the vertical passes (whole-plane passes wrote 25 KiB of row maxima for the stem pool,
+/// which the streaming input pushed out of L1, and left the memory idle during the vertical
+/// pass; banded: about 15% less time per call, 1 thread).
+constexpr int64_t kPoolBandElements = 2048;
+
+/// Both passes over bands of output rows: a band's vertical pass right after the horizontal
+/// pass over the input rows it needs (those not already done for the band before). kH, kV:
+/// the passes' forms; false when the kChecked horizontal pass refused the plane (outputs then
+/// unfinished).
+template <Form kH, Form kV, class F, int kStride, int kKernel>
+bool max_plane_banded(const PoolPlan& p, const F* plane, F* out, F* rows) {
+  const int64_t sh = p.stride.h, ph = p.padding.h;
+  const int64_t kh = kKernel > 0 ? kKernel : p.kernel.h;
+  const int64_t band = std::max<int64_t>(1, kPoolBandElements / std::max<int64_t>(sh * p.w, 1));
+  int64_t done = 0;  // input rows [0, done) have their row maxima
+  for (int64_t oa = 0; oa < p.ho; oa += band) {
+    const int64_t ob = std::min(oa + band, p.ho);
+    const int64_t need = std::clamp<int64_t>((ob - 1) * sh - ph + kh, 0, p.h);
+    if (need > done) {
+      if (!max_rows_horizontal<kH, F, kStride, kKernel>(p, plane, rows, done, need)) return false;
+      done = need;
+    }
+    max_rows_vertical<kV, F, kKernel>(p, rows, out, oa, ob);
+  }
+  return true;
 }
 
 template <class F, int kStride, int kKernel>
 void max_plane_forward(const PoolPlan& p, const F* plane, F* out, F* rows) {
-  if (max_rows_horizontal<Form::kChecked, F, kStride, kKernel>(p, plane, rows)) {
-    if constexpr (has_fast_form<F>()) return max_rows_vertical<Form::kNoNaN, F, kKernel>(p, rows, out);
+  if constexpr (has_fast_rows<F, kStride, kKernel>()) {
+    if (max_plane_banded<Form::kChecked, Form::kNoNaN, F, kStride, kKernel>(p, plane, out, rows)) {
+      return;
+    }
   }
-  max_rows_horizontal<Form::kExact, F, kStride, kKernel>(p, plane, rows);
-  max_rows_vertical<Form::kExact, F, kKernel>(p, rows, out);
+  max_plane_banded<Form::kExact, Form::kExact, F, kStride, kKernel>(p, plane, out, rows);
 }
 
 /// Dispatches one plane to the instantiation for its column stride and (square) kernel.
@@ -542,12 +585,18 @@ dx_error_t* pool_forward(const dx_kernel_call_t* call) noexcept {
         // Windows of padding alone (an empty input dim): no maximum, NaN (the reference's).
         std::fill(y.data(), y.data() + p.planes * out_plane, std::numeric_limits<F>::quiet_NaN());
       } else {
-        // Per thread: the plane's row maxima (h x wo), see max_rows_horizontal.
-        const size_t rows_size = static_cast<size_t>(p.h * p.wo);
-        std::vector<F> row_max(static_cast<size_t>(threads) * rows_size);
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+        // Per thread: the plane's row maxima (h x wo), see max_rows_horizontal; whole cache
+        // lines apart, and not zero-filled (every entry is written before it is read).
+        const size_t rows_size = (static_cast<size_t>(p.h * p.wo) + 15) / 16 * 16;
+        const std::unique_ptr<F[]> row_max(new F[static_cast<size_t>(threads) * rows_size + 16]);
+        F* const rows_base = reinterpret_cast<F*>(
+            (reinterpret_cast<uintptr_t>(row_max.get()) + 63) / 64 * 64);  // sizeof(F) divides 64
+        // Planes in small dynamic chunks: a plane redone exactly (it held a NaN or an infinity)
+        // takes longer than the others, and a thread the machine delays (a shared VM) no longer
+        // holds up a fixed half of the planes.
+#pragma omp parallel for schedule(dynamic, 4) num_threads(threads) if (threads > 1)
         for (int64_t c = 0; c < p.planes; ++c) {
-          F* rows = row_max.data() + static_cast<size_t>(omp_get_thread_num()) * rows_size;
+          F* rows = rows_base + static_cast<size_t>(omp_get_thread_num()) * rows_size;
           max_plane_dispatch<F>(p, x.data() + c * in_plane, y.data() + c * out_plane, rows);
         }
       }

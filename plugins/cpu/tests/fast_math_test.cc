@@ -10,6 +10,7 @@
 #include <functional>
 #include <numbers>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../src/fast_math.h"
@@ -206,6 +207,46 @@ TEST(FastMath, GeluF32WithinThreeUlp) {
     for (int i = 0; i < n; ++i) EXPECT_LE(ulp_distance(out[i], gelu_erf_f32(in[i])), 1) << n << " " << i;
     gelu_tanh_row_f32(in.data(), out.data(), n);
     for (int i = 0; i < n; ++i) EXPECT_LE(ulp_distance(out[i], gelu_tanh_f32(in[i])), 1) << n << " " << i;
+  }
+}
+
+/// The marked row functions (what the f32 gelu kernel calls): the plain row function's bits for
+/// inputs >= kGeluWideBelow (and NaN), the input itself below it (-Inf included), true exactly
+/// when such an input was in the row; also in place and over every row length up to 40.
+TEST(FastMath, GeluMarkedRowsMatchThePlainRows) {
+  const float kBelow = static_cast<float>(kGeluWideBelow);
+  std::vector<float> in(40), plain(40), marked(40);
+  for (int n = 0; n <= 40; ++n) {
+    for (int variant = 0; variant < 3; ++variant) {  // no tail, tail elements, -Inf and NaN
+      for (int i = 0; i < n; ++i) {
+        in[i] = -4.99f + 0.37f * static_cast<float>(i * 7 % 29);
+        if (variant >= 1 && i % 11 == 3) in[i] = -5.0f - 0.25f * static_cast<float>(i);
+        if (variant == 2 && i % 13 == 6) in[i] = -INFINITY;
+        if (variant == 2 && i % 13 == 9) in[i] = NAN;
+      }
+      bool want_tail = false;
+      for (int i = 0; i < n; ++i) want_tail = want_tail || in[i] < kBelow;
+      using Plain = void (*)(const float*, float*, int64_t);
+      using Marked = bool (*)(const float*, float*, int64_t);
+      const std::pair<Plain, Marked> forms[] = {{&gelu_erf_row_f32, &gelu_erf_row_f32_marked},
+                                                {&gelu_tanh_row_f32, &gelu_tanh_row_f32_marked}};
+      for (const auto& [plain_fn, marked_fn] : forms) {
+        plain_fn(in.data(), plain.data(), n);
+        EXPECT_EQ(marked_fn(in.data(), marked.data(), n), want_tail) << n << " " << variant;
+        std::vector<float> in_place(in.begin(), in.begin() + n);
+        EXPECT_EQ(marked_fn(in_place.data(), in_place.data(), n), want_tail) << n << " in place";
+        for (int i = 0; i < n; ++i) {
+          const uint32_t want = std::bit_cast<uint32_t>(in[i] < kBelow ? in[i] : plain[i]);
+          if (in[i] != in[i]) {
+            EXPECT_TRUE(std::isnan(marked[i]) && std::isnan(in_place[i])) << n << " " << i;
+            continue;
+          }
+          EXPECT_EQ(std::bit_cast<uint32_t>(marked[i]), want) << n << " " << i << " " << in[i];
+          EXPECT_EQ(std::bit_cast<uint32_t>(in_place[i]), want) << n << " " << i << " in place";
+          if (in[i] >= kBelow) EXPECT_GE(marked[i], kBelow);  // marks are told apart by value
+        }
+      }
+    }
   }
 }
 

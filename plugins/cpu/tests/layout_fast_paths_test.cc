@@ -384,6 +384,43 @@ TEST(LayoutFastPaths, MaxPoolOneNaNPlaneAmongCleanOnes) {
   }
 }
 
+TEST(LayoutFastPaths, MaxPoolBandsWithALateSpecial) {
+  // Planes tall and wide enough for several bands of output rows (a band's horizontal pass,
+  // then its vertical pass), with a NaN or an infinity only in a late band of one plane: the
+  // fast form has then already written the plane's first bands, which the exact retry redoes.
+  const std::vector<PoolCase> cases = {
+      {{1, 3, 64, 112}, {3, 3}, {2, 2}, {1, 1}},  // the stem pool: 9-row bands
+      {{1, 3, 61, 113}, {3, 3}, {2, 2}, {1, 1}},  // odd width: row-by-row horizontal pass
+      {{1, 3, 47, 200}, {3, 3}, {1, 1}, {1, 1}},  // stride 1: bands of 10 overlapping rows
+      {{1, 3, 40, 300}, {2, 2}, {2, 2}, {0, 0}},  // 2x2 stride 2: 3-row bands
+      {{1, 3, 45, 260}, {4, 4}, {1, 1}, {2, 2}},  // runtime kernel width
+      {{1, 3, 50, 180}, {5, 3}, {3, 2}, {2, 1}},  // unequal kernel and strides
+  };
+  int index = 0;
+  for (const PoolCase& c : cases) {
+    for (dx_dtype_t t : kFloatTypes) {
+      for (int special = 0; special < 3; ++special) {  // none, a NaN, +Inf
+        In x = tie_input(t, c.shape, 60 + static_cast<uint64_t>(index), false, false);
+        const int64_t h = c.shape[2], w = c.shape[3];
+        if (special > 0) {
+          // Plane 1, three quarters down, one column in from the right.
+          const size_t at = static_cast<size_t>(h * w + (3 * h / 4) * w + w - 2);
+          x.values[at] = special == 1 ? std::numeric_limits<double>::quiet_NaN()
+                                      : std::numeric_limits<double>::infinity();
+        }
+        expect_equal(diff().run("dx.max_pool2d", {x}, {Out(t, pool_out(c))},
+                                Attrs()
+                                    .i64s("kernel", c.kernel)
+                                    .i64s("stride", c.stride)
+                                    .i64s("padding", c.padding)),
+                     "banded max case " + std::to_string(index) + " " + label(t) + " special " +
+                         std::to_string(special));
+      }
+    }
+    ++index;
+  }
+}
+
 TEST(LayoutFastPaths, MaxPoolStridedInputView) {
   // A non-compact input (every other column of a wider base, at an offset) and an offset output.
   for (dx_dtype_t t : {DX_DTYPE_F32, DX_DTYPE_F64}) {
