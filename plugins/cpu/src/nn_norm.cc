@@ -15,10 +15,11 @@
 // latency with nothing to overlap (the hardware prefetchers stop at 4 KiB pages), so the row
 // passes prefetch the next row while they compute (LinePrefetcher, nn_util.h). layer_norm
 // backward runs three passes per row: moments, the row sums fused with the dw/db column sums,
-// and dx; under AVX-512 the first two use 512-bit intrinsics and the column sums take rows in
-// pairs (an f32 carry row, one f64 update per pair). log_softmax's exp-sum pass is the shared
-// exp_shifted_sum (512-bit under AVX-512).
+// and dx; under AVX-512 the first two use 512-bit intrinsics. f32 rows collect their column
+// sums in a per-thread f32 block row, folded into the f64 partials once per 16 rows (Columns).
+// log_softmax's exp-sum pass is the shared exp_shifted_sum (512-bit under AVX-512).
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "nn_util.h"
@@ -368,12 +369,38 @@ dx_error_t* layer_norm_kernel(const dx_kernel_call_t* call) noexcept {
   });
 }
 
+/// `count` zero-initialised rows of `n` T, each starting on its own 64-byte cache line: rows
+/// that different threads update (per-part column sums, per-thread block rows) must not share
+/// a line, or the line moves between the cores on every update of either row.
+template <class T>
+class LineRows {
+ public:
+  LineRows(int64_t count, int64_t n)
+      : stride_((std::max<int64_t>(n, 1) + kPerLine - 1) / kPerLine * kPerLine),
+        storage_(count > 0 && n > 0 ? static_cast<size_t>(count * stride_ + kPerLine) : 0) {
+    if (storage_.empty()) return;
+    const auto address = reinterpret_cast<uintptr_t>(storage_.data());
+    base_ = storage_.data() + ((64 - address % 64) % 64) / sizeof(T);
+  }
+  LineRows(const LineRows&) = delete;
+  LineRows& operator=(const LineRows&) = delete;
+  bool empty() const { return base_ == nullptr; }
+  T* row(int64_t k) { return base_ == nullptr ? nullptr : base_ + k * stride_; }
+  const T* row(int64_t k) const { return base_ == nullptr ? nullptr : base_ + k * stride_; }
+
+ private:
+  static constexpr int64_t kPerLine = 64 / static_cast<int64_t>(sizeof(T));
+  int64_t stride_;
+  std::vector<T> storage_;
+  T* base_ = nullptr;
+};
+
 /// Sums the per-part f64 partials (in part order) and stores them rounded into `grad`.
 template <class T>
-void store_partials(const std::vector<double>& partial, int64_t parts, int64_t n, const View& grad) {
+void store_partials(const LineRows<double>& partial, int64_t parts, int64_t n, const View& grad) {
   std::vector<double> total(static_cast<size_t>(n), 0.0);
   for (int64_t p = 0; p < parts; ++p) {
-    const double* src = partial.data() + p * n;
+    const double* src = partial.row(p);
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) total[i] += src[i];
   }
@@ -405,14 +432,54 @@ template <class C>
   }
 }
 
+/// How a row's column contributions (g x_hat to dw, g to db) reach the column sums. kF64: added
+/// into the part's f64 partials (f64 rows). kStart, kAdd: f32 rows collect them in a per-thread
+/// f32 block row, kBlockRows rows at a time (the first row of a block stores its contributions,
+/// the others add theirs), and fold_block() adds the block into the f64 partials once: an f64
+/// read-modify-write per row cost more than the rest of an L1-resident row. Blocks are counted
+/// from the start of each fixed part of rows, so the sums never depend on the thread count; an
+/// f32 block sum of 16 terms adds at most 15 f32 roundings of its terms (the f32 lane sums of
+/// blocked_sum round as often), far inside the norm-wise gradient tolerance.
+enum class Columns { kF64, kStart, kAdd };
+constexpr int64_t kBlockRows = 16;
+
+/// One element's column contributions.
+template <Columns kMode, bool kDw, bool kDb, class C>
+inline void add_columns(int64_t i, C gx, C gv, double* dw, double* db, C* bdw, C* bdb) {
+  if constexpr (kMode == Columns::kF64) {
+    if constexpr (kDw) dw[i] += static_cast<double>(gx);
+    if constexpr (kDb) db[i] += static_cast<double>(gv);
+  } else if constexpr (kMode == Columns::kStart) {
+    if constexpr (kDw) bdw[i] = gx;
+    if constexpr (kDb) bdb[i] = gv;
+  } else {
+    if constexpr (kDw) bdw[i] += gx;
+    if constexpr (kDb) bdb[i] += gv;
+  }
+}
+
+/// Adds a block row of f32 column sums into the f64 partials (a null partial is skipped).
+template <class C>
+inline void fold_block(int64_t n, double* dw, double* db, const C* bdw, const C* bdb) {
+  if (dw != nullptr) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) dw[i] += static_cast<double>(bdw[i]);
+  }
+  if (db != nullptr) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) db[i] += static_cast<double>(bdb[i]);
+  }
+}
+
 /// The row sums of a compute-type layer_norm row, a = sum(g w) and bq = sum(g w x_hat) with
 /// x_hat = ((x - mc) - delta) r, blocked as blocked_sum (f32: 16-lane f32 sums over chunks of
-/// at most 256 elements, added into f64), fused with the column sums dw += g x_hat and db += g
-/// (f64, this part's partial rows) so the row is read once. `next_x`, `next_g` stream the next
-/// row in meanwhile (this pass is compute-bound on a row already in L1).
-template <class C, bool kDw, bool kDb>
+/// at most 256 elements, added into f64), fused with the column contributions (see Columns) so
+/// the row is read once. `next_x`, `next_g` stream the next row in meanwhile (this pass is
+/// compute-bound on a row already in L1).
+template <class C, bool kDw, bool kDb, Columns kMode>
 void layer_norm_row_sums(const C* x, const C* g, const C* w, int64_t n, C mc, C delta, C r, double* dw, double* db,
-                         double& a, double& bq, LinePrefetcher& next_x, LinePrefetcher& next_g, int per_step) {
+                         C* bdw, C* bdb, double& a, double& bq, LinePrefetcher& next_x, LinePrefetcher& next_g,
+                         int per_step) {
   constexpr int kLanes = 16;
   constexpr int64_t kChunk = std::is_same_v<C, double> ? (int64_t{1} << 62) : 256;
   double w1[kLanes] = {}, w2[kLanes] = {};
@@ -429,8 +496,7 @@ void layer_norm_row_sums(const C* x, const C* g, const C* w, int64_t n, C mc, C 
         const C gw = g[i + l] * w[i + l];
         l1[l] += gw;
         l2[l] += gw * xhat;
-        if constexpr (kDw) dw[i + l] += static_cast<double>(g[i + l] * xhat);
-        if constexpr (kDb) db[i + l] += static_cast<double>(g[i + l]);
+        add_columns<kMode, kDw, kDb>(i + l, g[i + l] * xhat, g[i + l], dw, db, bdw, bdb);
       }
     }
     for (int l = 0; l < kLanes; ++l) {
@@ -449,42 +515,31 @@ void layer_norm_row_sums(const C* x, const C* g, const C* w, int64_t n, C mc, C 
     const C gw = g[i] * w[i];
     a += gw;
     bq += gw * xhat;
-    if constexpr (kDw) dw[i] += static_cast<double>(g[i] * xhat);
-    if constexpr (kDb) db[i] += static_cast<double>(g[i]);
+    add_columns<kMode, kDw, kDb>(i, g[i] * xhat, g[i], dw, db, bdw, bdb);
   }
 }
 
 #if defined(__AVX512F__)
-/// layer_norm_row_sums for f32 in 512-bit registers (GCC's x86-64-v4 tuning vectorises at 256
-/// bits and keeps wide lane arrays in memory): the same sums, two 16-lane f32 accumulators per
-/// sum over 512-element chunks (16 terms per lane) added into f64, and the same f64 column sums.
-///
-/// Column sums go through an f32 carry row per thread, two rows at a time: the first row of a
-/// pair stores its contributions g x_hat and g there (kStash), the second adds its own to them
-/// and adds the pair's f32 sum into the f64 partials (kFlush), halving the f64 read-modify-writes
-/// that dominate an L1-resident row; flush_carry() adds a last unpaired row. A pair's f32 sum
-/// rounds once more than two separate terms (about one f32 ulp of each term, as blocked_sum).
-enum class CarryMode { kStash, kFlush };
-
-template <bool kDw, bool kDb, CarryMode kMode>
+/// layer_norm_row_sums for f32 rows in 512-bit registers (GCC's x86-64-v4 tuning vectorises at
+/// 256 bits and keeps wide lane arrays in memory): the same sums, two 16-lane f32 accumulators
+/// per sum over 512-element chunks (16 terms per lane) added into f64, and the same column
+/// contributions into the f32 block row (kStart, kAdd).
+template <bool kDw, bool kDb, Columns kMode>
 void layer_norm_row_sums_avx512(const float* x, const float* g, const float* w, int64_t n, float mc, float delta,
-                                float r, double* dw, double* db, float* carry_dw, float* carry_db, double& a,
-                                double& bq, LinePrefetcher& next_x, LinePrefetcher& next_g, int per_step) {
+                                float r, double* dw, double* db, float* bdw, float* bdb, double& a, double& bq,
+                                LinePrefetcher& next_x, LinePrefetcher& next_g, int per_step) {
+  static_assert(kMode != Columns::kF64, "f32 rows collect their columns in the block row");
   const __m512 vmc = _mm512_set1_ps(mc), vdelta = _mm512_set1_ps(delta), vr = _mm512_set1_ps(r);
   __m512d wa = _mm512_setzero_pd(), wb = _mm512_setzero_pd();
   auto widen_add = [](__m512d acc, __m512 v) { return _mm512_add_pd(_mm512_add_pd(acc, widen_low(v)), widen_high(v)); };
-  auto add_wide = [](double* p, __m512 t) {
-    _mm512_storeu_pd(p, _mm512_add_pd(_mm512_loadu_pd(p), widen_low(t)));
-    _mm512_storeu_pd(p + 8, _mm512_add_pd(_mm512_loadu_pd(p + 8), widen_high(t)));
-  };
   auto columns = [&](int64_t i, __m512 gv, __m512 xh) {
     if constexpr (kDw) {
-      if constexpr (kMode == CarryMode::kStash) _mm512_storeu_ps(carry_dw + i, _mm512_mul_ps(gv, xh));
-      else add_wide(dw + i, _mm512_fmadd_ps(gv, xh, _mm512_loadu_ps(carry_dw + i)));
+      if constexpr (kMode == Columns::kStart) _mm512_storeu_ps(bdw + i, _mm512_mul_ps(gv, xh));
+      else _mm512_storeu_ps(bdw + i, _mm512_fmadd_ps(gv, xh, _mm512_loadu_ps(bdw + i)));
     }
     if constexpr (kDb) {
-      if constexpr (kMode == CarryMode::kStash) _mm512_storeu_ps(carry_db + i, gv);
-      else add_wide(db + i, _mm512_add_ps(gv, _mm512_loadu_ps(carry_db + i)));
+      if constexpr (kMode == Columns::kStart) _mm512_storeu_ps(bdb + i, gv);
+      else _mm512_storeu_ps(bdb + i, _mm512_add_ps(gv, _mm512_loadu_ps(bdb + i)));
     }
   };
   constexpr int64_t kChunk = 512;
@@ -517,50 +572,29 @@ void layer_norm_row_sums_avx512(const float* x, const float* g, const float* w, 
     const float gw = g[i] * w[i];
     a += gw;
     bq += gw * xhat;
-    if constexpr (kMode == CarryMode::kStash) {
-      if constexpr (kDw) carry_dw[i] = g[i] * xhat;
-      if constexpr (kDb) carry_db[i] = g[i];
-    } else {
-      if constexpr (kDw) dw[i] += static_cast<double>(carry_dw[i] + g[i] * xhat);
-      if constexpr (kDb) db[i] += static_cast<double>(carry_db[i] + g[i]);
-    }
+    add_columns<kMode, kDw, kDb>(i, g[i] * xhat, g[i], dw, db, bdw, bdb);
   }
-}
-
-/// Adds a stashed, unpaired row's contributions into the f64 partials.
-inline void flush_carry(int64_t n, double* dw, double* db, const float* carry_dw, const float* carry_db) {
-  if (dw != nullptr) {
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) dw[i] += static_cast<double>(carry_dw[i]);
-  }
-  if (db != nullptr) {
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) db[i] += static_cast<double>(carry_db[i]);
-  }
-}
-
-using PairedSumsFn = void (*)(const float*, const float*, const float*, int64_t, float, float, float, double*,
-                              double*, float*, float*, double&, double&, LinePrefetcher&, LinePrefetcher&, int);
-
-template <CarryMode kMode>
-PairedSumsFn pick_paired_sums(bool dw, bool db) {
-  if (dw && db) return &layer_norm_row_sums_avx512<true, true, kMode>;
-  if (dw) return &layer_norm_row_sums_avx512<true, false, kMode>;
-  if (db) return &layer_norm_row_sums_avx512<false, true, kMode>;
-  return &layer_norm_row_sums_avx512<false, false, kMode>;
 }
 #endif
 
 template <class C>
-using RowSumsFn = void (*)(const C*, const C*, const C*, int64_t, C, C, C, double*, double*, double&, double&,
+using RowSumsFn = void (*)(const C*, const C*, const C*, int64_t, C, C, C, double*, double*, C*, C*, double&, double&,
                            LinePrefetcher&, LinePrefetcher&, int);
 
-template <class C>
+template <class C, Columns kMode>
 RowSumsFn<C> pick_row_sums(bool dw, bool db) {
-  if (dw && db) return &layer_norm_row_sums<C, true, true>;
-  if (dw) return &layer_norm_row_sums<C, true, false>;
-  if (db) return &layer_norm_row_sums<C, false, true>;
-  return &layer_norm_row_sums<C, false, false>;
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<C, float> && kMode != Columns::kF64) {
+    if (dw && db) return &layer_norm_row_sums_avx512<true, true, kMode>;
+    if (dw) return &layer_norm_row_sums_avx512<true, false, kMode>;
+    if (db) return &layer_norm_row_sums_avx512<false, true, kMode>;
+    return &layer_norm_row_sums_avx512<false, false, kMode>;
+  }
+#endif
+  if (dw && db) return &layer_norm_row_sums<C, true, true, kMode>;
+  if (dw) return &layer_norm_row_sums<C, true, false, kMode>;
+  if (db) return &layer_norm_row_sums<C, false, true, kMode>;
+  return &layer_norm_row_sums<C, false, false, kMode>;
 }
 
 /// Where the next row of an operand lies when it is unit-stride storage (its bytes, for
@@ -609,8 +643,7 @@ dx_error_t* layer_norm_backward(const dx_kernel_call_t* call) noexcept {
     const bool sums = want_dw || want_db;
     const int threads = threads_for(s.rows, n * 10);
     const int64_t parts = sums ? fixed_parts(s.rows, n) : threads;
-    std::vector<double> pdw(want_dw ? static_cast<size_t>(parts * n) : 0, 0.0);
-    std::vector<double> pdb(want_db ? static_cast<size_t>(parts * n) : 0, 0.0);
+    LineRows<double> pdw(want_dw ? parts : 0, n), pdb(want_db ? parts : 0, n);
     if (s.rows > 0 && n > 0) {
       const std::vector<C> wv = param_values<T, C>(has_w, w, n, C(1));
       const View& dx_or_x = want_dx ? dx : x;
@@ -627,24 +660,20 @@ dx_error_t* layer_norm_backward(const dx_kernel_call_t* call) noexcept {
       const C* const pw = wv.data();
       const double eps = s.eps;
       const double inv_n = 1.0 / static_cast<double>(n);
-      const RowSumsFn<C> row_sums = pick_row_sums<C>(want_dw, want_db);
-#if defined(__AVX512F__)
-      constexpr bool kPaired = std::is_same_v<C, float>;
-      const PairedSumsFn stash = pick_paired_sums<CarryMode::kStash>(want_dw, want_db);
-      const PairedSumsFn pair_flush = pick_paired_sums<CarryMode::kFlush>(want_dw, want_db);
-      std::vector<float> carries(kPaired && sums ? static_cast<size_t>(threads) * 2 * static_cast<size_t>(n) : 0);
-#endif
+      // f32 rows collect their column contributions in per-thread f32 block rows (Columns).
+      constexpr bool kBlocked = std::is_same_v<C, float>;
+      const RowSumsFn<C> start_sums = pick_row_sums<C, kBlocked ? Columns::kStart : Columns::kF64>(want_dw, want_db);
+      const RowSumsFn<C> add_sums = pick_row_sums<C, kBlocked ? Columns::kAdd : Columns::kF64>(want_dw, want_db);
+      LineRows<C> blocks(kBlocked && sums ? 2 * threads : 0, n);
       // The next row's lines, spread over the 16-element steps of one pass.
       const int per_step = lines_per_step(n * static_cast<int64_t>(sizeof(T)) / 64, n / 16);
       for_parts(s.rows, parts, threads, [&](int64_t part, int64_t begin, int64_t end, int slot) {
         C* buffer = scratch.at(slot);
-        double* part_dw = want_dw ? pdw.data() + part * n : nullptr;
-        double* part_db = want_db ? pdb.data() + part * n : nullptr;
-#if defined(__AVX512F__)
-        float* carry_dw = carries.empty() ? nullptr : carries.data() + static_cast<size_t>(slot) * 2 * n;
-        float* carry_db = carries.empty() ? nullptr : carry_dw + n;
-        bool stashed = false;  // a row's column contributions wait in the carry for its pair
-#endif
+        double* part_dw = pdw.row(part);
+        double* part_db = pdb.row(part);
+        C* block_dw = blocks.row(2 * slot);
+        C* block_db = blocks.row(2 * slot + 1);
+        int64_t in_block = 0;  // rows collected in the block row since its last fold
         auto rows = [&](int64_t count, const int64_t* off, const int64_t* st) {
           for (int64_t j = 0; j < count; ++j) {
             const T* xr = px + off[0] + j * st[0];
@@ -665,23 +694,13 @@ dx_error_t* layer_norm_backward(const dx_kernel_call_t* call) noexcept {
               LinePrefetcher next_g = next_row(gr_row, lg, has_next, st[1]);
               const C r = static_cast<C>(rs), mc = mo.mc, delta = mo.delta;
               double a = 0, bq = 0;
-#if defined(__AVX512F__)
-              if constexpr (kPaired) {
-                if (sums) {
-                  const PairedSumsFn fn = stashed ? pair_flush : stash;
-                  fn(reinterpret_cast<const float*>(xc), reinterpret_cast<const float*>(gc),
-                     reinterpret_cast<const float*>(pw), n, mc, delta, r, part_dw, part_db, carry_dw, carry_db, a, bq,
-                     next_x, next_g, per_step);
-                  stashed = !stashed;
-                } else {
-                  row_sums(xc, gc, pw, n, mc, delta, r, part_dw, part_db, a, bq, next_x, next_g, per_step);
-                }
-              } else {
-                row_sums(xc, gc, pw, n, mc, delta, r, part_dw, part_db, a, bq, next_x, next_g, per_step);
+              const RowSumsFn<C> row_sums = in_block == 0 ? start_sums : add_sums;
+              row_sums(xc, gc, pw, n, mc, delta, r, part_dw, part_db, block_dw, block_db, a, bq, next_x, next_g,
+                       per_step);
+              if (kBlocked && sums && ++in_block == kBlockRows) {
+                fold_block(n, part_dw, part_db, block_dw, block_db);
+                in_block = 0;
               }
-#else
-              row_sums(xc, gc, pw, n, mc, delta, r, part_dw, part_db, a, bq, next_x, next_g, per_step);
-#endif
               a *= inv_n;
               bq *= inv_n;
               if (dc != nullptr) {
@@ -696,9 +715,7 @@ dx_error_t* layer_norm_backward(const dx_kernel_call_t* call) noexcept {
           }
         };
         run_range(outer, begin, end, rows);
-#if defined(__AVX512F__)
-        if (stashed) flush_carry(n, part_dw, part_db, carry_dw, carry_db);
-#endif
+        if (in_block > 0) fold_block(n, part_dw, part_db, block_dw, block_db);
       });
     }
     if (want_dw) store_partials<T>(pdw, parts, n, dw);
@@ -796,7 +813,7 @@ dx_error_t* rms_norm_backward(const dx_kernel_call_t* call) noexcept {
     const int64_t n = s.n;
     const int threads = threads_for(s.rows, n * 8);
     const int64_t parts = want_dw ? fixed_parts(s.rows, n) : threads;
-    std::vector<double> pdw(want_dw ? static_cast<size_t>(parts * n) : 0, 0.0);
+    LineRows<double> pdw(want_dw ? parts : 0, n);
     if (s.rows > 0 && n > 0) {
       const std::vector<C> wv = param_values<T, C>(has_w, w, n, C(1));
       const View& dx_or_x = want_dx ? dx : x;
@@ -813,7 +830,7 @@ dx_error_t* rms_norm_backward(const dx_kernel_call_t* call) noexcept {
       const double inv_n = 1.0 / static_cast<double>(n);
       for_parts(s.rows, parts, threads, [&](int64_t part, int64_t begin, int64_t end, int slot) {
         C* buffer = scratch.at(slot);
-        double* part_dw = want_dw ? pdw.data() + part * n : nullptr;
+        double* part_dw = pdw.row(part);
         auto rows = [&](int64_t count, const int64_t* off, const int64_t* st) {
           for (int64_t j = 0; j < count; ++j) {
             const C* xc = read_row(px + off[0] + j * st[0], lx, buffer);

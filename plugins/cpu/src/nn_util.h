@@ -442,11 +442,57 @@ inline double exp_shifted_store(const C* x, C m, C* e, int64_t n) {
   });
 }
 
+#if defined(__AVX512F__)
+/// The f32 body of exp_shifted_store_dot in 512-bit registers: 16-lane f32 accumulators for
+/// sum(e) and sum(g e) over chunks of 256 elements (16 terms per lane, as blocked_sum), added
+/// into f64 lanes, while `next_x`, `next_g` stream the next line in.
+inline void exp_shifted_store_dot_avx512(const float* x, const float* g, float m, float* e, int64_t n, double& sum,
+                                         double& dot, LinePrefetcher& next_x, LinePrefetcher& next_g, int per_step) {
+  const __m512 vm = _mm512_set1_ps(m);
+  __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd(), d0 = _mm512_setzero_pd(), d1 = _mm512_setzero_pd();
+  constexpr int64_t kChunk = 256;
+  int64_t i = 0;
+  while (i + 16 <= n) {
+    const int64_t chunk_end = std::min(n - (n - i) % 16, i + kChunk);
+    __m512 as = _mm512_setzero_ps(), ad = _mm512_setzero_ps();
+    for (; i < chunk_end; i += 16) {
+      next_x.step(per_step);
+      next_g.step(per_step);
+      const __m512 v = exp_nonpositive_avx512(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm));
+      _mm512_storeu_ps(e + i, v);
+      as = _mm512_add_ps(as, v);
+      ad = _mm512_fmadd_ps(_mm512_loadu_ps(g + i), v, ad);
+    }
+    s0 = _mm512_add_pd(s0, widen_low(as));
+    s1 = _mm512_add_pd(s1, widen_high(as));
+    d0 = _mm512_add_pd(d0, widen_low(ad));
+    d1 = _mm512_add_pd(d1, widen_high(ad));
+  }
+  sum = _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
+  dot = _mm512_reduce_add_pd(_mm512_add_pd(d0, d1));
+  for (; i < n; ++i) {
+    const float v = exp_nonpositive_f32(x[i] - m);
+    e[i] = v;
+    sum += v;
+    dot += static_cast<double>(g[i]) * v;
+  }
+}
+#endif
+
 /// e[i] = exp_c(x[i] - m) for i < n; sum = sum(e), dot = sum(g * e), blocked as blocked_sum
-/// (f32: 16-lane f32 sums over chunks of at most 256 elements, added into f64). e may be x but
-/// not g.
+/// (f32: 16-lane f32 sums over chunks of at most 256 elements, added into f64; AVX-512: the same
+/// terms in another order). e may be x but not g. `next_x`, `next_g` stream the next line in
+/// meanwhile (this pass is compute-bound on a line already in cache).
 template <class C>
-inline void exp_shifted_store_dot(const C* x, const C* g, C m, C* e, int64_t n, double& sum, double& dot) {
+inline void exp_shifted_store_dot(const C* x, const C* g, C m, C* e, int64_t n, double& sum, double& dot,
+                                  LinePrefetcher& next_x, LinePrefetcher& next_g) {
+  const int per_step = lines_per_step(std::max(next_x.remaining(), next_g.remaining()), n / 16);
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<C, float>) {
+    exp_shifted_store_dot_avx512(x, g, m, e, n, sum, dot, next_x, next_g, per_step);
+    return;
+  }
+#endif
   constexpr int kLanes = 16;
   constexpr int64_t kChunk = std::is_same_v<C, double> ? (int64_t{1} << 62) : 256;
   double w1[kLanes] = {}, w2[kLanes] = {};
@@ -455,6 +501,8 @@ inline void exp_shifted_store_dot(const C* x, const C* g, C m, C* e, int64_t n, 
     const int64_t chunk_end = std::min(n - (n - i) % kLanes, i + kChunk);
     C l1[kLanes] = {}, l2[kLanes] = {};
     for (; i < chunk_end; i += kLanes) {
+      next_x.step(per_step);
+      next_g.step(per_step);
 #pragma omp simd
       for (int l = 0; l < kLanes; ++l) {
         const C v = exp_c<C>(x[i + l] - m);

@@ -723,8 +723,11 @@ dx_error_t* softmax_backward_kernel(const dx_kernel_call_t* call) noexcept {
     // Per line: max, then e = exp(x - max) into scratch with sum(e) and sum(dy e) in one pass,
     // then dx = (e / sum) (dy - sum(dy e) / sum), in the compute type (f32 for f32/f16/bf16:
     // the error is a few f32 ulps of s |dy|, far inside the normwise tolerance). e goes to
-    // scratch because dx may alias dy.
-    auto line = [&](const T* lx, const T* ldy, T* ldx, C* buffer) {
+    // scratch because dx may alias dy. The exp pass (compute-bound on a line in cache) streams
+    // the next line's x and dy in, the dx pass the next line's dx lines for writing
+    // (nn::LinePrefetcher: the hardware prefetchers stop at 4 KiB pages).
+    auto line = [&](const T* lx, const T* ldy, T* ldx, C* buffer, nn::LinePrefetcher& next_x,
+                    nn::LinePrefetcher& next_g, nn::LinePrefetcher& next_d) {
       const C* xc = reinterpret_cast<const C*>(lx);  // used only when T is C and unit-stride
       if (!kNative || sx != 1) {
         nn::load_run(lx, sx, length, buffer);
@@ -743,14 +746,21 @@ dx_error_t* softmax_backward_kernel(const dx_kernel_call_t* call) noexcept {
         return;
       }
       double sum = 0, dot = 0;
-      nn::exp_shifted_store_dot(xc, gc, m, e, length, sum, dot);
+      nn::exp_shifted_store_dot(xc, gc, m, e, length, sum, dot, next_x, next_g);
       const C inverse = static_cast<C>(1.0 / sum);
       const C mean = static_cast<C>(dot / sum);
       // + 0 turns -0 into +0, as the reference's accumulation from +0.
       if (kNative && sdx == 1) {
         C* d = reinterpret_cast<C*>(ldx);
+        constexpr int64_t kStep = 16;
+        const int per_step = nn::lines_per_step(next_d.remaining(), length / kStep);
+        int64_t i = 0;
+        for (; i + kStep <= length; i += kStep) {
+          next_d.step<true>(per_step);
 #pragma omp simd
-        for (int64_t i = 0; i < length; ++i) d[i] = (e[i] * inverse) * (gc[i] - mean) + C(0);
+          for (int64_t l = i; l < i + kStep; ++l) d[l] = (e[l] * inverse) * (gc[l] - mean) + C(0);
+        }
+        for (; i < length; ++i) d[i] = (e[i] * inverse) * (gc[i] - mean) + C(0);
       } else {
         for (int64_t i = 0; i < length; ++i) {
           ldx[i * sdx] = Num<T>::store((e[i] * inverse) * (gc[i] - mean) + C(0));
@@ -761,7 +771,14 @@ dx_error_t* softmax_backward_kernel(const dx_kernel_call_t* call) noexcept {
       const int slot = slots == 1 ? 0 : omp_get_thread_num();
       C* buffer = scratch.data() + static_cast<size_t>(slot) * 3 * length;
       for (int64_t j = 0; j < n; ++j) {
-        line(px + off[1] + j * st[1], pdy + off[0] + j * st[0], pdx + off[2] + j * st[2], buffer);
+        const T* lx = px + off[1] + j * st[1];
+        const T* ldy = pdy + off[0] + j * st[0];
+        T* ldx = pdx + off[2] + j * st[2];
+        const bool has_next = j + 1 < n;
+        nn::LinePrefetcher next_x = nn::next_line(lx, st[1], has_next, sx == 1, length);
+        nn::LinePrefetcher next_g = nn::next_line(ldy, st[0], has_next, sdy == 1, length);
+        nn::LinePrefetcher next_d = nn::next_line(static_cast<const T*>(ldx), st[2], has_next, sdx == 1, length);
+        line(lx, ldy, ldx, buffer, next_x, next_g, next_d);
       }
     };
     for_each_row(outer, row, length * 24);

@@ -215,6 +215,98 @@ TEST(Rows, LayerNormBackwardRowsAndColumnSums) {
   }
 }
 
+// layer_norm backward's column sums (src/nn_norm.cc, Columns): f32 rows collect dw/db in a
+// per-thread f32 block row folded into the f64 part sums every 16 rows, counted from the start of
+// each fixed part of rows. Parts of exactly 16 rows, of 16 +- 1, of many blocks with a remainder,
+// long columns of short (tail-only) and odd rows, and rows whose statistics need f64 (an Inf, a
+// NaN, values past the f32 square range) in the middle of a block, with each wanted subset.
+TEST(Rows, LayerNormBackwardColumnBlocks) {
+  Differential diff;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  struct BlockCase {
+    std::vector<int64_t> x;
+    double lo, hi;
+  };
+  const BlockCase cases[] = {
+      {{512, 40}, -2, 2},    // 32 parts of exactly one block
+      {{531, 37}, -2, 2},    // parts of 17 and 16 rows: a block plus one row, one block
+      {{2003, 5}, -1, 3},    // long columns of short rows: blocks of tails only, remainders
+      {{1000, 131}, -3, 3},  // parts of 31-32 rows, odd length (vector body and tail)
+      {{77, 1030}, 10, 11},  // long rows with a mean offset, parts of 2-3 rows
+  };
+  // {want dx, want dw, want db}
+  const bool wants[][3] = {{true, true, true}, {false, true, false}, {false, false, true}, {true, true, false}};
+  for (dx_dtype_t t : kFloatTypes) {
+    const Tol g = grad_tolerance(t);
+    for (const BlockCase& c : cases) {
+      const std::vector<int64_t> ps = {c.x[1]}, ss = {c.x[0], 1};
+      In x = In::random(t, c.x, c.lo, c.hi, 71);
+      if (c.x[0] > 40) {
+        // Rows 20 and 37 need f64 statistics: an Inf and a huge value (its square overflows
+        // f32); row 29 holds a NaN. Their rows' gradients are NaN or f64, the blocks around them
+        // stay f32.
+        x.values[static_cast<size_t>(20 * c.x[1] + 1)] = inf;
+        x.values[static_cast<size_t>(29 * c.x[1])] = nan;
+        if (t == DX_DTYPE_F32 || t == DX_DTYPE_F64) x.values[static_cast<size_t>(37 * c.x[1] + 2)] = 3e30;
+      }
+      const In dy = In::random(t, c.x, -1, 1, 72), dm = In::random(t, ss, -1, 1, 73), dr = In::random(t, ss, -1, 1, 74);
+      const In y = In::random(t, c.x, -1, 1, 75), mean = In::random(t, ss, -1, 1, 76), rstd = In::random(t, ss, 0, 1, 77);
+      const In w = In::random(t, ps, 0.5, 1.5, 78), b = In::random(t, ps, -1, 1, 79);
+      for (const auto& k : wants) {
+        const std::string what = "layer_norm backward blocks " + name_of(t) + " " + shape_name(c.x) + " want " +
+                                 std::to_string(k[0]) + std::to_string(k[1]) + std::to_string(k[2]);
+        const Result r = diff.run("dx.layer_norm", {dy, dm, dr, x, w, b, y, mean, rstd},
+                                  {k[0] ? Out(t, c.x) : Out::absent(), k[1] ? Out(t, ps) : Out::absent(),
+                                   k[2] ? Out(t, ps) : Out::absent()},
+                                  Attrs().f64("eps", 1e-5), true);
+        expect_close_normwise(r, g.rtol, g.atol, what);
+      }
+    }
+  }
+}
+
+// softmax backward rows (src/reduction.cc): the exp pass stores e and sums e and dy e (512-bit
+// under AVX-512) while the next line's x and dy stream in, the dx pass prefetches the next dx.
+// Many rows of odd length (vector body and scalar tail), rows shorter than one vector, and
+// long rows, each set with a row of -Inf entries (probability 0) among finite rows.
+TEST(Rows, SoftmaxBackwardPrefetchedRows) {
+  Differential diff;
+  const double inf = std::numeric_limits<double>::infinity();
+  for (dx_dtype_t t : kFloatTypes) {
+    const Tol g = grad_tolerance(t);
+    for (const std::vector<int64_t>& s : {std::vector<int64_t>{67, 1041}, std::vector<int64_t>{300, 7},
+                                          std::vector<int64_t>{9, 4096}}) {
+      In x = In::random(t, s, -8, 8, 81);
+      for (int64_t i = 0; i < s[1]; i += 5) x.values[static_cast<size_t>(2 * s[1] + i)] = -inf;  // row 2
+      const In dy = In::random(t, s, -2, 2, 82);
+      expect_close_normwise(diff.run("dx.softmax", {dy, x, x}, {Out(t, s)}, Attrs().i64("axis", -1), true), g.rtol,
+                            g.atol, "softmax backward prefetched rows " + name_of(t) + " " + shape_name(s));
+    }
+  }
+}
+
+// log_softmax rows (src/nn_norm.cc), unit-stride and through the compute-type buffer (x and y
+// the same buffer: f16/bf16 and strided lines): many rows of odd length (vector body and tail)
+// and short rows, with a +Inf max and an all -Inf row among finite ones.
+TEST(Rows, LogSoftmaxManyRowsAndInfiniteMax) {
+  Differential diff;
+  const double inf = std::numeric_limits<double>::infinity();
+  for (dx_dtype_t t : kFloatTypes) {
+    const Tol f = tolerance(t);
+    const double scale = t == DX_DTYPE_F32 ? 10 : 1;
+    for (const std::vector<int64_t>& s : {std::vector<int64_t>{129, 1023}, std::vector<int64_t>{500, 15}}) {
+      In x = In::random(t, s, -20, 20, 91);
+      x.values[static_cast<size_t>(3 * s[1] + 4)] = inf;  // row 3: +Inf max (NaN / -Inf pattern)
+      for (int64_t i = 0; i < s[1]; ++i) x.values[static_cast<size_t>(5 * s[1] + i)] = -inf;  // row 5: all -Inf
+      expect_close(diff.run("dx.log_softmax", {x}, {Out(t, s)}), f.rtol * scale, f.atol * scale,
+                   "log_softmax many rows " + name_of(t) + " " + shape_name(s));
+      expect_close(diff.run("dx.log_softmax", {x}, {Out(t, s)}, Attrs().i64("axis", 0)), f.rtol * scale,
+                   f.atol * scale, "log_softmax many rows axis 0 " + name_of(t) + " " + shape_name(s));
+    }
+  }
+}
+
 // cross_entropy (src/nn.cc): per row a max pass and an exp-sum pass (AVX-512 under x86-64-v4),
 // the next row prefetched meanwhile. Rows longer than the sum chunks with odd lengths, the
 // reductions, ignored rows (the default -100 and an in-range ignore_index), special logits
