@@ -880,7 +880,9 @@ std::string machine_line(int threads) {
   const char* bind = std::getenv("OMP_PROC_BIND");
   return model + " (" + std::to_string(cpus) + " CPUs;" + features + "); OpenMP threads " +
          std::to_string(threads) + ", OpenBLAS threads " + std::to_string(openblas_get_num_threads()) +
-         ", OMP_PROC_BIND=" + (bind ? bind : "unset");
+         // The kernel set OpenBLAS's DYNAMIC_ARCH picked: it names an older core ("Haswell": AVX2)
+         // for CPUs it does not know, which makes the BLAS ceiling that much lower.
+         ", OpenBLAS core " + openblas_get_corename() + ", OMP_PROC_BIND=" + (bind ? bind : "unset");
 }
 
 std::string load_average() {
