@@ -570,6 +570,24 @@ inline void gelu_erf_row_f32(const float* in, float* out, int64_t n) {
 #endif
 }
 
+namespace detail {
+/// out[i] = in[i] < below ? in[i] : f(in[i]) for i < n (out may be in); returns whether any
+/// input was below. The marking loop of the gelu_*_row_f32_marked functions (f inlines, so the
+/// loop vectorises as one with f written out).
+template <class F>
+inline bool map_marking_below(const float* in, float* out, int64_t n, float below, F f) {
+  int any = 0;
+#pragma omp simd reduction(| : any)
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = in[i];
+    const bool tail = x < below;
+    any |= tail;
+    out[i] = tail ? x : f(x);
+  }
+  return any != 0;
+}
+}  // namespace detail
+
 /// gelu_erf_row_f32 that also marks the inputs below kGeluWideBelow (and -Inf), where the
 /// kernels must use the reference's formula: those lanes get x itself. No gelu value is below
 /// kGeluWideBelow, so out[i] < kGeluWideBelow tells them apart afterwards, also when out aliases
@@ -596,15 +614,7 @@ inline bool gelu_erf_row_f32_marked(const float* in, float* out, int64_t n) {
   }
   return any != 0;
 #else
-  int any = 0;
-#pragma omp simd reduction(| : any)
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = in[i];
-    const bool tail = x < kBelow;
-    any |= tail;
-    out[i] = tail ? x : gelu_erf_f32(x);
-  }
-  return any != 0;
+  return detail::map_marking_below(in, out, n, kBelow, [](float x) { return gelu_erf_f32(x); });
 #endif
 }
 
@@ -645,16 +655,8 @@ inline void gelu_tanh_row_f32(const float* in, float* out, int64_t n) {
 
 /// gelu_tanh_row_f32 that marks the inputs below kGeluWideBelow as gelu_erf_row_f32_marked does.
 inline bool gelu_tanh_row_f32_marked(const float* in, float* out, int64_t n) {
-  constexpr float kBelow = static_cast<float>(kGeluWideBelow);
-  int any = 0;
-#pragma omp simd reduction(| : any)
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = in[i];
-    const bool tail = x < kBelow;
-    any |= tail;
-    out[i] = tail ? x : gelu_tanh_f32(x);
-  }
-  return any != 0;
+  return detail::map_marking_below(in, out, n, static_cast<float>(kGeluWideBelow),
+                                   [](float x) { return gelu_tanh_f32(x); });
 }
 
 }  // namespace deepx::cpu
