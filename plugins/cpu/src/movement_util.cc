@@ -2,6 +2,7 @@
 #include "simd.h"
 
 #include "movement_util.h"
+#include "transpose8x8.h"
 
 #include <cmath>
 #include <cstring>
@@ -114,28 +115,10 @@ template <class P>
 inline void transpose8x8_u32(uint32_t* out, int64_t os, const uint32_t* in, int64_t is) {
   const float* src = reinterpret_cast<const float*>(in);
   float* dst = reinterpret_cast<float*>(out);
-  __m256 r[8], t[8];
+  __m256 r[8];
   for (int i = 0; i < 8; ++i) r[i] = fix_ps<P>(_mm256_loadu_ps(src + i * is));
-  t[0] = _mm256_unpacklo_ps(r[0], r[1]);
-  t[1] = _mm256_unpackhi_ps(r[0], r[1]);
-  t[2] = _mm256_unpacklo_ps(r[2], r[3]);
-  t[3] = _mm256_unpackhi_ps(r[2], r[3]);
-  t[4] = _mm256_unpacklo_ps(r[4], r[5]);
-  t[5] = _mm256_unpackhi_ps(r[4], r[5]);
-  t[6] = _mm256_unpacklo_ps(r[6], r[7]);
-  t[7] = _mm256_unpackhi_ps(r[6], r[7]);
-  r[0] = _mm256_shuffle_ps(t[0], t[2], _MM_SHUFFLE(1, 0, 1, 0));
-  r[1] = _mm256_shuffle_ps(t[0], t[2], _MM_SHUFFLE(3, 2, 3, 2));
-  r[2] = _mm256_shuffle_ps(t[1], t[3], _MM_SHUFFLE(1, 0, 1, 0));
-  r[3] = _mm256_shuffle_ps(t[1], t[3], _MM_SHUFFLE(3, 2, 3, 2));
-  r[4] = _mm256_shuffle_ps(t[4], t[6], _MM_SHUFFLE(1, 0, 1, 0));
-  r[5] = _mm256_shuffle_ps(t[4], t[6], _MM_SHUFFLE(3, 2, 3, 2));
-  r[6] = _mm256_shuffle_ps(t[5], t[7], _MM_SHUFFLE(1, 0, 1, 0));
-  r[7] = _mm256_shuffle_ps(t[5], t[7], _MM_SHUFFLE(3, 2, 3, 2));
-  for (int i = 0; i < 4; ++i) {
-    _mm256_storeu_ps(dst + i * os, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
-    _mm256_storeu_ps(dst + (i + 4) * os, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
-  }
+  transpose8x8_ps(r);
+  for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + i * os, r[i]);
 }
 /// A 4x4 block of 8-byte words.
 template <class P>

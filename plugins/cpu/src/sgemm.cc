@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "dense.h"
+#include "transpose8x8.h"
 
 namespace deepx::cpu {
 namespace {
@@ -116,29 +117,6 @@ std::vector<std::unique_ptr<Workspace>>& workspaces(int count) {
   return slots;
 }
 
-inline void transpose8x8(__m256 (&r)[8]) {
-  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-  const __m256 s0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
-  const __m256 s1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
-  const __m256 s2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
-  const __m256 s3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
-  const __m256 s4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
-  const __m256 s5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
-  const __m256 s6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
-  const __m256 s7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
-  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
-  r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
-  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
-  r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
-  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
-  r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
-  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
-  r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
-}
-
 /// dst[p * width + r] = src[r * ld + p] for p < depth and r < rows; zero for rows <= r < width
 /// (width a multiple of 8). Packs a micro-panel whose lines run along k in memory.
 void pack_transposed(const float* src, int64_t ld, int rows, int width, int64_t depth,
@@ -151,7 +129,7 @@ void pack_transposed(const float* src, int64_t ld, int rows, int width, int64_t 
       for (int r = 0; r < 8; ++r) {
         v[r] = r < live ? _mm256_loadu_ps(src + (r0 + r) * ld + p) : _mm256_setzero_ps();
       }
-      transpose8x8(v);
+      transpose8x8_ps(v);
       for (int q = 0; q < 8; ++q) _mm256_storeu_ps(dst + (p + q) * width + r0, v[q]);
     }
     for (; p < depth; ++p) {
