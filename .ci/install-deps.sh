@@ -6,6 +6,9 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   libdlpack-dev doxygen libopenblas-dev
+  valgrind                          # host_abi_contract_no_leaks
+  abigail-tools                     # abi_baseline (abidw, abidiff)
+  clang-15 libclang-common-15-dev   # the libFuzzer targets (host/fuzz), label `fuzz`
   hipcc libamdhip64-dev rocm-device-libs
 )
 missing=()

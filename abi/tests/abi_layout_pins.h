@@ -17,6 +17,11 @@
   DX_PIN(dx_dlpack_versioned_t, flags, 24) \
   DX_PIN(dx_dlpack_versioned_t, dl_tensor, 32) \
   DX_SIZE(dx_dlpack_versioned_t, 80) \
+  DX_PIN(dx_extension_t, struct_size, 0) \
+  DX_PIN(dx_extension_t, name, 8) \
+  DX_PIN(dx_extension_t, version, 16) \
+  DX_PIN(dx_extension_t, reserved, 20) \
+  DX_PIN(dx_extension_t, next, 24) \
   DX_PIN(dx_kernel_call_t, struct_size, 0) \
   DX_PIN(dx_kernel_call_t, kernel_data, 8) \
   DX_PIN(dx_kernel_call_t, inputs, 16) \
@@ -28,6 +33,7 @@
   DX_PIN(dx_kernel_call_t, reserved, 52) \
   DX_PIN(dx_kernel_call_t, stream, 56) \
   DX_PIN(dx_kernel_call_t, host, 64) \
+  DX_PIN(dx_kernel_call_t, next, 72) \
   DX_PIN(dx_kernel_cost_t, struct_size, 0) \
   DX_PIN(dx_kernel_cost_t, flops, 8) \
   DX_PIN(dx_kernel_cost_t, bytes_moved, 16) \
@@ -45,6 +51,7 @@
   DX_PIN(dx_kernel_desc_t, backward, 64) \
   DX_PIN(dx_kernel_desc_t, supports, 72) \
   DX_PIN(dx_kernel_desc_t, cost, 80) \
+  DX_PIN(dx_kernel_desc_t, next, 88) \
   DX_PIN(dx_memory_space_desc_t, struct_size, 0) \
   DX_PIN(dx_memory_space_desc_t, name, 8) \
   DX_PIN(dx_memory_space_desc_t, device, 16) \
@@ -69,6 +76,7 @@
   DX_PIN(dx_memory_space_desc_t, ipc_import, 160) \
   DX_PIN(dx_memory_space_desc_t, ipc_close, 168) \
   DX_PIN(dx_memory_space_desc_t, stats, 176) \
+  DX_PIN(dx_memory_space_desc_t, next, 184) \
   DX_PIN(dx_memory_stats_t, struct_size, 0) \
   DX_PIN(dx_memory_stats_t, in_use_bytes, 8) \
   DX_PIN(dx_memory_stats_t, peak_in_use_bytes, 16) \
@@ -91,6 +99,8 @@
   DX_PIN(dx_transport_desc_t, send, 104) \
   DX_PIN(dx_transport_desc_t, recv, 112) \
   DX_PIN(dx_transport_desc_t, test, 120) \
+  DX_PIN(dx_transport_desc_t, event_fd, 128) \
+  DX_PIN(dx_transport_desc_t, next, 136) \
   DX_PIN(dx_host_t, struct_size, 0) \
   DX_PIN(dx_host_t, abi_version, 8) \
   DX_PIN(dx_host_t, reserved, 12) \
@@ -104,6 +114,7 @@
   DX_PIN(dx_host_t, register_kernel, 72) \
   DX_PIN(dx_host_t, register_memory_space, 80) \
   DX_PIN(dx_host_t, register_transport, 88) \
+  DX_PIN(dx_host_t, get_extension, 96) \
   DX_PIN(dx_plugin_t, struct_size, 0) \
   DX_PIN(dx_plugin_t, abi_version, 8) \
   DX_PIN(dx_plugin_t, reserved, 12) \
@@ -114,10 +125,14 @@
   DX_PIN(dx_plugin_t, capabilities, 48) \
   DX_PIN(dx_plugin_t, init, 56) \
   DX_PIN(dx_plugin_t, shutdown, 64) \
+  DX_PIN(dx_plugin_t, get_extension, 72) \
   DX_PIN(dx_runtime_options_t, struct_size, 0) \
   DX_PIN(dx_runtime_options_t, flags, 8) \
   DX_PIN(dx_runtime_options_t, plugin_path, 16) \
   DX_PIN(dx_runtime_options_t, certificate_path, 24) \
+  DX_PIN(dx_runtime_options_t, log, 32) \
+  DX_PIN(dx_runtime_options_t, log_user_data, 40) \
+  DX_PIN(dx_runtime_options_t, next, 48) \
   DX_PIN(dx_plugin_info_t, struct_size, 0) \
   DX_PIN(dx_plugin_info_t, name, 8) \
   DX_PIN(dx_plugin_info_t, vendor, 16) \
@@ -157,6 +172,8 @@
   DX_PIN(dx_invoke_options_t, struct_size, 0) \
   DX_PIN(dx_invoke_options_t, flags, 8) \
   DX_PIN(dx_invoke_options_t, plugin_index, 16) \
+  DX_PIN(dx_invoke_options_t, reserved, 20) \
+  DX_PIN(dx_invoke_options_t, next, 24) \
   DX_PIN(dx_safetensors_save_options_t, struct_size, 0) \
   DX_PIN(dx_safetensors_save_options_t, metadata_count, 8) \
   DX_PIN(dx_safetensors_save_options_t, metadata_keys, 16) \
@@ -168,5 +185,45 @@
   DX_PIN(dx_safetensors_tensor_info_t, shape, 24) \
   DX_PIN(dx_safetensors_tensor_info_t, data_offset, 32) \
   DX_PIN(dx_safetensors_tensor_info_t, byte_size, 40) \
+  /* end */
+
+/* The named 1.0 sizes: X(NAME, type, last 1.0 field). Each constant must equal
+   DX_STRUCT_SIZE(type, field); a later minor adds DX_<STRUCT>_SIZE_1_<minor> lines and never
+   edits these. */
+#define DX_ABI_NAMED_SIZES(X) \
+  X(DX_MEMORY_STATS_SIZE_1_0, dx_memory_stats_t, live_allocations) \
+  X(DX_EXTENSION_SIZE_1_0, dx_extension_t, next) \
+  X(DX_KERNEL_CALL_SIZE_1_0, dx_kernel_call_t, next) \
+  X(DX_KERNEL_COST_SIZE_1_0, dx_kernel_cost_t, workspace_bytes) \
+  X(DX_KERNEL_DESC_SIZE_1_0, dx_kernel_desc_t, next) \
+  X(DX_KERNEL_DESC_MIN_SIZE_1_0, dx_kernel_desc_t, forward) \
+  X(DX_MEMORY_SPACE_DESC_SIZE_1_0, dx_memory_space_desc_t, next) \
+  X(DX_MEMORY_SPACE_DESC_MIN_SIZE_1_0, dx_memory_space_desc_t, copy) \
+  X(DX_TRANSPORT_DESC_SIZE_1_0, dx_transport_desc_t, next) \
+  X(DX_TRANSPORT_DESC_MIN_SIZE_1_0, dx_transport_desc_t, test) \
+  X(DX_HOST_SIZE_1_0, dx_host_t, get_extension) \
+  X(DX_PLUGIN_SIZE_1_0, dx_plugin_t, get_extension) \
+  X(DX_PLUGIN_MIN_SIZE_1_0, dx_plugin_t, init) \
+  X(DX_RUNTIME_OPTIONS_SIZE_1_0, dx_runtime_options_t, next) \
+  X(DX_PLUGIN_INFO_SIZE_1_0, dx_plugin_info_t, certification_note) \
+  X(DX_DEVICE_INFO_SIZE_1_0, dx_device_info_t, alignment) \
+  X(DX_KERNEL_INFO_SIZE_1_0, dx_kernel_info_t, reserved2) \
+  X(DX_INVOKE_OPTIONS_SIZE_1_0, dx_invoke_options_t, next) \
+  X(DX_SAFETENSORS_SAVE_OPTIONS_SIZE_1_0, dx_safetensors_save_options_t, metadata_values) \
+  X(DX_SAFETENSORS_TENSOR_INFO_SIZE_1_0, dx_safetensors_tensor_info_t, byte_size) \
+  /* end */
+
+/* The plain dtype constants against the macro that composes them: X(constant, code, bits). */
+#define DX_ABI_DTYPE_CONSTANTS(X) \
+  X(DX_DTYPE_F64, kDLFloat, 64) \
+  X(DX_DTYPE_F32, kDLFloat, 32) \
+  X(DX_DTYPE_F16, kDLFloat, 16) \
+  X(DX_DTYPE_BF16, kDLBfloat, 16) \
+  X(DX_DTYPE_I64, kDLInt, 64) \
+  X(DX_DTYPE_I32, kDLInt, 32) \
+  X(DX_DTYPE_I16, kDLInt, 16) \
+  X(DX_DTYPE_I8, kDLInt, 8) \
+  X(DX_DTYPE_U8, kDLUInt, 8) \
+  X(DX_DTYPE_BOOL, DX_DLPACK_CODE_BOOL, 8) \
   /* end */
 #endif

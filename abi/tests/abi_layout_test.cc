@@ -11,6 +11,7 @@
 #include "deepx/host.h"
 #include "deepx/ops.h"
 #include "deepx/plugin.h"
+#include "deepx/safetensors.h"
 
 #define PIN_CXX(type, field, offset) \
   static_assert(offsetof(type, field) == (offset), #type "." #field " moved");
@@ -18,6 +19,17 @@
 #if defined(__LP64__)
 DX_ABI_LAYOUT_PINS(PIN_CXX, SIZE_CXX)
 #endif
+
+#define NAMED_SIZE_CXX(name, type, field) \
+  static_assert(name == DX_STRUCT_SIZE(type, field), #name " is not the size up to " #field);
+#define DTYPE_CXX(name, code, bits) \
+  static_assert(name == DX_DTYPE(code, bits, 1), #name " differs from DX_DTYPE()");
+#if defined(__LP64__)
+DX_ABI_NAMED_SIZES(NAMED_SIZE_CXX)
+#endif
+DX_ABI_DTYPE_CONSTANTS(DTYPE_CXX)
+
+static_assert(DX_ABI_VERSION_PACKED == DX_ABI_VERSION, "DX_ABI_VERSION_PACKED differs from DX_ABI_VERSION");
 
 extern "C" int dx_abi_layout_c11_checked(void);
 

@@ -257,23 +257,23 @@ struct Loaded {
 
 bool plugin_info(dx_runtime_t* rt, int32_t index, dx_plugin_info_t& info) {
   info = dx_plugin_info_t{};
-  info.struct_size = DX_STRUCT_SIZE(dx_plugin_info_t, num_transports);
-  return dx_runtime_plugin_info(rt, index, &info) == DX_OK;
+  info.struct_size = DX_PLUGIN_INFO_SIZE_1_0;
+  return take_status(dx_runtime_plugin_info(rt, index, &info)) == DX_OK;
 }
 
 // Loads a plugin; if one of that name or path is already loaded (the reference certifying
 // itself), returns the loaded one.
 bool load(dx_runtime_t* rt, const std::string& name_or_path, Loaded& out, std::string& error) {
   int32_t index = -1;
-  dx_status_t s = dx_runtime_load_plugin(rt, name_or_path.c_str(), &index);
+  std::string message;
+  const dx_status_t s = take_status(dx_runtime_load_plugin(rt, name_or_path.c_str(), &index), &message);
   if (s == DX_OK) {
     out.index = index;
     return plugin_info(rt, index, out.info);
   }
-  const std::string message = dx_last_error_message();
   if (s == DX_ALREADY_EXISTS) {
     int32_t count = 0;
-    dx_runtime_plugin_count(rt, &count);
+    if (take_status(dx_runtime_plugin_count(rt, &count)) != DX_OK) count = 0;
     std::error_code ec;
     const auto wanted = fs::weakly_canonical(name_or_path, ec).string();
     for (int32_t i = 0; i < count; ++i) {
@@ -463,7 +463,7 @@ int main(int argc, char** argv) {
     const std::string died = run_in_child(
         [&] {
           dx_runtime_t* probe = nullptr;
-          if (dx_runtime_create(nullptr, &probe) != DX_OK) return;
+          if (take_status(dx_runtime_create(nullptr, &probe)) != DX_OK) return;
           Loaded p, r;
           std::string ignored;  // load errors are reported by the real load below
           load(probe, opt.plugin, p, ignored);
@@ -476,13 +476,16 @@ int main(int argc, char** argv) {
     }
   }
   dx_runtime_t* rt = nullptr;
-  if (dx_runtime_create(nullptr, &rt) != DX_OK) {
-    std::fprintf(stderr, "deepx-certify: cannot create a runtime: %s\n", dx_last_error_message());
-    return kExitHarness;
+  {
+    std::string message;
+    if (take_status(dx_runtime_create(nullptr, &rt), &message) != DX_OK) {
+      std::fprintf(stderr, "deepx-certify: cannot create a runtime: %s\n", message.c_str());
+      return kExitHarness;
+    }
   }
   struct RuntimeGuard {
     dx_runtime_t* rt;
-    ~RuntimeGuard() { dx_runtime_destroy(rt); }
+    ~RuntimeGuard() { dx_error_destroy(dx_runtime_destroy(rt)); }
   } guard{rt};
 
   Loaded plugin, reference;

@@ -98,17 +98,24 @@ const std::map<std::string, PerfRecipe>& perf_recipes() {
 dx_attrs_t* make_perf_attrs(const std::vector<Attr>& attrs) {
   if (attrs.empty()) return nullptr;
   dx_attrs_t* a = nullptr;
-  if (dx_attrs_create(&a) != DX_OK) return nullptr;
+  if (take_status(dx_attrs_create(&a)) != DX_OK) return nullptr;
+  // A value the host refuses is left unset: the invoke then reports what is missing.
   for (const auto& at : attrs) {
     const auto& v = at.value;
     const char* n = at.name.c_str();
     switch (v.kind) {
-      case AttrValue::Kind::I64: dx_attrs_set_i64(a, n, v.i64); break;
-      case AttrValue::Kind::F64: dx_attrs_set_f64(a, n, v.f64); break;
-      case AttrValue::Kind::Bool: dx_attrs_set_bool(a, n, static_cast<int32_t>(v.i64)); break;
-      case AttrValue::Kind::I64Array: dx_attrs_set_i64_array(a, n, v.i64s.data(), static_cast<int64_t>(v.i64s.size())); break;
-      case AttrValue::Kind::F64Array: dx_attrs_set_f64_array(a, n, v.f64s.data(), static_cast<int64_t>(v.f64s.size())); break;
-      case AttrValue::Kind::String: dx_attrs_set_string(a, n, v.str.c_str()); break;
+      case AttrValue::Kind::I64: take_status(dx_attrs_set_i64(a, n, v.i64)); break;
+      case AttrValue::Kind::F64: take_status(dx_attrs_set_f64(a, n, v.f64)); break;
+      case AttrValue::Kind::Bool: take_status(dx_attrs_set_bool(a, n, static_cast<int32_t>(v.i64))); break;
+      case AttrValue::Kind::I64Array:
+        take_status(dx_attrs_set_i64_array(a, n, v.i64s.data(), static_cast<int64_t>(v.i64s.size())));
+        break;
+      case AttrValue::Kind::F64Array:
+        take_status(dx_attrs_set_f64_array(a, n, v.f64s.data(), static_cast<int64_t>(v.f64s.size())));
+        break;
+      case AttrValue::Kind::String:
+        take_status(dx_attrs_set_string(a, n, v.str.data(), static_cast<int64_t>(v.str.size())));
+        break;
     }
   }
   return a;
@@ -226,7 +233,7 @@ Ceiling gemm_ceiling([[maybe_unused]] DType dtype, [[maybe_unused]] int64_t n, [
 }
 
 struct TensorDeleter {
-  void operator()(dx_tensor_t* t) const { dx_tensor_destroy(t); }
+  void operator()(dx_tensor_t* t) const { dx_error_destroy(dx_tensor_destroy(t)); }
 };
 using TensorPtr = std::unique_ptr<dx_tensor_t, TensorDeleter>;
 
@@ -366,7 +373,8 @@ class PerfRun {
       return skip_both("no default case (" + (specs.error.empty() ? std::string("needs an output shape") : specs.error) + ")");
     dx_op_id_t op_id = 0;
     if (device_ < 0) return skip_both("no memory space for device " + claim.device);
-    if (dx_runtime_op_lookup(env_.runtime, op.c_str(), &op_id) != DX_OK) return skip_both("the runtime does not know the op");
+    if (take_status(dx_runtime_op_lookup(env_.runtime, op.c_str(), &op_id)) != DX_OK)
+      return skip_both("the runtime does not know the op");
 
     // Forward inputs: in-range indices for index inputs, positive variances for batch_norm.
     std::vector<TensorPtr> owned;
@@ -388,7 +396,7 @@ class PerfRun {
       if (is_integer(dt)) g.index_limit = index_limit(op, i, pc.shapes, pc.attrs);
       g.positive = op == "dx.batch_norm" && i == 4;
       dx_tensor_t* t = create(s, dt, generate(g));
-      if (!t) return skip_both(std::string("cannot allocate (") + dx_last_error_message() + ")");
+      if (!t) return skip_both("cannot allocate (" + create_error_ + ")");
       owned.emplace_back(t);
       fwd_in.push_back(t);
       in_bytes += static_cast<size_t>(numel(s)) * static_cast<size_t>(byte_size(dt));
@@ -397,7 +405,7 @@ class PerfRun {
     size_t out_bytes = 0;
     for (const auto& spec : specs.outputs) {
       dx_tensor_t* t = create(spec.shape, spec.dtype, {});
-      if (!t) return skip_both(std::string("cannot allocate (") + dx_last_error_message() + ")");
+      if (!t) return skip_both("cannot allocate (" + create_error_ + ")");
       owned.emplace_back(t);
       fwd_out.push_back(t);
       out_bytes += static_cast<size_t>(numel(spec.shape)) * static_cast<size_t>(byte_size(spec.dtype));
@@ -421,7 +429,7 @@ class PerfRun {
       const OutputSpec& spec = specs.outputs[k];
       GenRequest g{"dx.grad", spec.dtype, "real", static_cast<int>(200 + k), key, numel(spec.shape), 1};
       dx_tensor_t* t = create(spec.shape, spec.dtype, generate(g));
-      if (!t) return skip(bw_op, shown_dtype, claim.device, std::string("cannot allocate (") + dx_last_error_message() + ")");
+      if (!t) return skip(bw_op, shown_dtype, claim.device, "cannot allocate (" + create_error_ + ")");
       owned.emplace_back(t);
       bw_in.push_back(t);
     }
@@ -434,7 +442,7 @@ class PerfRun {
         continue;
       }
       dx_tensor_t* t = create(shape, dt, {});
-      if (!t) return skip(bw_op, shown_dtype, claim.device, std::string("cannot allocate (") + dx_last_error_message() + ")");
+      if (!t) return skip(bw_op, shown_dtype, claim.device, "cannot allocate (" + create_error_ + ")");
       owned.emplace_back(t);
       bw_out.push_back(t);
       bw_out_bytes += static_cast<size_t>(numel(shape)) * static_cast<size_t>(byte_size(dt));
@@ -456,20 +464,21 @@ class PerfRun {
  private:
   struct AttrsDeleter {
     void operator()(dx_attrs_t* a) const {
-      if (a) dx_attrs_destroy(a);
+      if (a) dx_error_destroy(dx_attrs_destroy(a));
     }
   };
   using AttrsPtr = std::unique_ptr<dx_attrs_t, AttrsDeleter>;
 
   // A tensor of `shape` and `dtype` on the plugin's device holding `bytes` (left as allocated
-  // when empty); null on failure.
+  // when empty); null on failure, with the host's message in create_error_.
   dx_tensor_t* create(const Shape& shape, DType dtype, const std::vector<uint8_t>& bytes) {
     dx_tensor_t* t = nullptr;
-    if (dx_tensor_create(env_.runtime, device_, info(dtype).packed,
-                         shape.empty() ? nullptr : shape.data(), static_cast<int32_t>(shape.size()), &t) != DX_OK)
+    if (take_status(dx_tensor_create(env_.runtime, device_, info(dtype).packed, shape.empty() ? nullptr : shape.data(),
+                                     static_cast<int32_t>(shape.size()), &t),
+                    &create_error_) != DX_OK)
       return nullptr;
-    if (!bytes.empty() && dx_tensor_write(t, bytes.data(), bytes.size()) != DX_OK) {
-      dx_tensor_destroy(t);
+    if (!bytes.empty() && take_status(dx_tensor_write(t, bytes.data(), bytes.size()), &create_error_) != DX_OK) {
+      dx_error_destroy(dx_tensor_destroy(t));
       return nullptr;
     }
     return t;
@@ -478,14 +487,14 @@ class PerfRun {
   double time_invoke(dx_op_id_t op_id, const std::vector<dx_tensor_t*>& in, std::vector<dx_tensor_t*>& out,
                      const dx_attrs_t* attrs, bool backward, dx_status_t& status) {
     dx_invoke_options_t opts{};
-    opts.struct_size = DX_STRUCT_SIZE(dx_invoke_options_t, plugin_index);
+    opts.struct_size = DX_INVOKE_OPTIONS_SIZE_1_0;
     opts.flags = DX_INVOKE_FLAG_PLUGIN | (backward ? DX_INVOKE_FLAG_BACKWARD : 0);
     opts.plugin_index = env_.plugin_index;
     std::vector<dx_tensor_t*> args = in;
     return timed_seconds(o_.repeats, [&] {
-      const dx_status_t s = dx_invoke_ex(env_.runtime, op_id, args.empty() ? nullptr : args.data(),
-                                         static_cast<int32_t>(args.size()), out.data(),
-                                         static_cast<int32_t>(out.size()), attrs, &opts);
+      const dx_status_t s = take_status(dx_invoke_ex(env_.runtime, op_id, args.empty() ? nullptr : args.data(),
+                                                     static_cast<int32_t>(args.size()), out.data(),
+                                                     static_cast<int32_t>(out.size()), attrs, &opts));
       if (s != DX_OK) status = s;
     });
   }
@@ -528,6 +537,7 @@ class PerfRun {
   int32_t device_ = -1;
   std::map<std::string, Ceiling> ceilings_;
   PerfCounts counts_;
+  std::string create_error_;  // why the last create() failed
 };
 
 void perf_main(const Environment& env, const PerfOptions& o) {

@@ -50,26 +50,42 @@ std::string device_type_name(int32_t t) {
   }
 }
 
+dx_status_t take_status(dx_error_t* error, std::string* message) {
+  if (error == nullptr) return DX_OK;
+  const dx_status_t status = dx_error_code(error);
+  if (message != nullptr) {
+    try {
+      *message = dx_error_message(error, nullptr);
+    } catch (...) {
+      dx_error_destroy(error);
+      throw;
+    }
+  }
+  dx_error_destroy(error);
+  return status;
+}
+
 bool Environment::discover(std::string& error) {
   int32_t op_count = 0;
-  if (dx_runtime_op_count(runtime, &op_count) != DX_OK) {
-    error = std::string("dx_runtime_op_count: ") + dx_last_error_message();
+  std::string message;
+  if (take_status(dx_runtime_op_count(runtime, &op_count), &message) != DX_OK) {
+    error = "dx_runtime_op_count: " + message;
     return false;
   }
   std::vector<std::pair<Claim, std::pair<bool, bool>>> all;  // claim, (mine, reference)
   for (int32_t id = 0; id < op_count; ++id) {
     const char* name = nullptr;
     int32_t kernels = 0;
-    if (dx_runtime_op_name(runtime, static_cast<dx_op_id_t>(id), &name) != DX_OK ||
-        dx_runtime_kernel_count(runtime, static_cast<dx_op_id_t>(id), &kernels) != DX_OK) {
-      error = std::string("reading op ") + std::to_string(id) + ": " + dx_last_error_message();
+    if (take_status(dx_runtime_op_name(runtime, static_cast<dx_op_id_t>(id), &name), &message) != DX_OK ||
+        take_status(dx_runtime_kernel_count(runtime, static_cast<dx_op_id_t>(id), &kernels), &message) != DX_OK) {
+      error = "reading op " + std::to_string(id) + ": " + message;
       return false;
     }
     for (int32_t k = 0; k < kernels; ++k) {
       dx_kernel_info_t ki{};
-      ki.struct_size = DX_STRUCT_SIZE(dx_kernel_info_t, has_supports);
-      if (dx_runtime_kernel_info(runtime, static_cast<dx_op_id_t>(id), k, &ki) != DX_OK) {
-        error = std::string("dx_runtime_kernel_info: ") + dx_last_error_message();
+      ki.struct_size = DX_KERNEL_INFO_SIZE_1_0;
+      if (take_status(dx_runtime_kernel_info(runtime, static_cast<dx_op_id_t>(id), k, &ki), &message) != DX_OK) {
+        error = "dx_runtime_kernel_info: " + message;
         return false;
       }
       const bool mine = ki.plugin_index == plugin_index, reference = ki.plugin_index == reference_index;
@@ -125,12 +141,12 @@ const Claim* Environment::find_claim(bool reference, const std::string& op, cons
 
 int32_t Environment::device_for(int32_t plugin, int32_t device_type) const {
   int32_t count = 0;
-  if (dx_runtime_device_count(runtime, &count) != DX_OK) return -1;
+  if (take_status(dx_runtime_device_count(runtime, &count)) != DX_OK) return -1;
   int32_t fallback = -1;
   for (int32_t i = 0; i < count; ++i) {
     dx_device_info_t di{};
-    di.struct_size = DX_STRUCT_SIZE(dx_device_info_t, alignment);
-    if (dx_runtime_device_info(runtime, i, &di) != DX_OK) continue;
+    di.struct_size = DX_DEVICE_INFO_SIZE_1_0;
+    if (take_status(dx_runtime_device_info(runtime, i, &di)) != DX_OK) continue;
     if (di.device_type != device_type) continue;
     if (di.plugin_index == plugin) return i;
     if (fallback < 0) fallback = i;
@@ -197,11 +213,11 @@ LayoutPlan plan_layout(const Shape& logical, const std::string& layout) {
 namespace {
 
 struct TensorDeleter {
-  void operator()(dx_tensor_t* t) const { dx_tensor_destroy(t); }
+  void operator()(dx_tensor_t* t) const { dx_error_destroy(dx_tensor_destroy(t)); }
 };
 using TensorPtr = std::unique_ptr<dx_tensor_t, TensorDeleter>;
 struct AttrsDeleter {
-  void operator()(dx_attrs_t* a) const { dx_attrs_destroy(a); }
+  void operator()(dx_attrs_t* a) const { dx_error_destroy(dx_attrs_destroy(a)); }
 };
 using AttrsPtr = std::unique_ptr<dx_attrs_t, AttrsDeleter>;
 
@@ -209,9 +225,12 @@ struct HostCallError {
   std::string message;
 };
 
-void check(dx_status_t status, const char* what) {
+// Throws a HostCallError naming `what` when the host call failed (and frees its error).
+void check(dx_error_t* error, const char* what) {
+  std::string message;
+  const dx_status_t status = take_status(error, &message);
   if (status != DX_OK)
-    throw HostCallError{std::string(what) + " failed: " + dx_status_string(status) + ": " + dx_last_error_message()};
+    throw HostCallError{std::string(what) + " failed: " + dx_status_string(status) + ": " + message};
 }
 
 struct TensorSpec {
@@ -265,7 +284,7 @@ AttrsPtr make_attrs(const std::vector<Attr>& attrs) {
       case AttrValue::Kind::F64Array:
         check(dx_attrs_set_f64_array(raw, n, v.f64s.data(), static_cast<int64_t>(v.f64s.size())), "dx_attrs_set_f64_array");
         break;
-      case AttrValue::Kind::String: check(dx_attrs_set_string(raw, n, v.str.c_str()), "dx_attrs_set_string"); break;
+      case AttrValue::Kind::String: check(dx_attrs_set_string(raw, n, v.str.data(), static_cast<int64_t>(v.str.size())), "dx_attrs_set_string"); break;
     }
   }
   return a;
@@ -363,18 +382,16 @@ SideOutcome run_side(dx_runtime_t* rt, dx_op_id_t op, int32_t plugin, int32_t de
       out_ptrs[i] = placed_outputs[i].kernel_tensor();
     }
   dx_invoke_options_t opts{};
-  opts.struct_size = DX_STRUCT_SIZE(dx_invoke_options_t, plugin_index);
+  opts.struct_size = DX_INVOKE_OPTIONS_SIZE_1_0;
   opts.flags = DX_INVOKE_FLAG_PLUGIN | (backward ? DX_INVOKE_FLAG_BACKWARD : 0);
   opts.plugin_index = plugin;
   const auto start = std::chrono::steady_clock::now();
-  o.status = dx_invoke_ex(rt, op, in_ptrs.empty() ? nullptr : in_ptrs.data(), static_cast<int32_t>(in_ptrs.size()),
-                          out_ptrs.empty() ? nullptr : out_ptrs.data(), static_cast<int32_t>(out_ptrs.size()), attrs,
-                          &opts);
+  dx_error_t* const error =
+      dx_invoke_ex(rt, op, in_ptrs.empty() ? nullptr : in_ptrs.data(), static_cast<int32_t>(in_ptrs.size()),
+                   out_ptrs.empty() ? nullptr : out_ptrs.data(), static_cast<int32_t>(out_ptrs.size()), attrs, &opts);
   o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (o.status != DX_OK) {
-    o.message = dx_last_error_message();
-    return o;
-  }
+  o.status = take_status(error, &o.message);
+  if (o.status != DX_OK) return o;
   o.outputs.resize(outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i)
     if (outputs[i]) o.outputs[i] = read_logical(out_ptrs[i], *outputs[i], "dx_tensor_read (output)");
@@ -421,15 +438,13 @@ SideOutcome run_aliased(dx_runtime_t* rt, dx_op_id_t op, int32_t plugin, int32_t
     }
   }
   dx_invoke_options_t opts{};
-  opts.struct_size = DX_STRUCT_SIZE(dx_invoke_options_t, plugin_index);
+  opts.struct_size = DX_INVOKE_OPTIONS_SIZE_1_0;
   opts.flags = DX_INVOKE_FLAG_PLUGIN | (backward ? DX_INVOKE_FLAG_BACKWARD : 0);
   opts.plugin_index = plugin;
-  o.status = dx_invoke_ex(rt, op, in_ptrs.data(), static_cast<int32_t>(in_ptrs.size()), out_ptrs.data(),
-                          static_cast<int32_t>(out_ptrs.size()), attrs, &opts);
-  if (o.status != DX_OK) {
-    o.message = dx_last_error_message();
-    return o;
-  }
+  o.status = take_status(dx_invoke_ex(rt, op, in_ptrs.data(), static_cast<int32_t>(in_ptrs.size()), out_ptrs.data(),
+                                      static_cast<int32_t>(out_ptrs.size()), attrs, &opts),
+                         &o.message);
+  if (o.status != DX_OK) return o;
   o.outputs.resize(outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (i == alias_output) o.outputs[i] = read_logical(out_ptrs[i], *inputs[alias_input], "dx_tensor_read (in-place output)");

@@ -27,6 +27,11 @@ inline bool is_failure(Status s) {
 
 std::string device_type_name(int32_t device_type);
 
+// Takes the result of a host call (deepx/host.h: an error the caller owns, null on success):
+// destroys it and returns its code, DX_OK for null. `message`, when not null, receives the
+// error's message (it is left alone on success).
+dx_status_t take_status(dx_error_t* error, std::string* message = nullptr);
+
 // One kernel the plugin registered, as the suite sees it.
 struct Claim {
   std::string op;

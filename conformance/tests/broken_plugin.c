@@ -253,7 +253,7 @@ static dx_error_t* register_signature(const dx_host_t* host, dx_host_context_t* 
                                       dx_kernel_flags_t flags) {
   dx_kernel_desc_t desc;
   memset(&desc, 0, sizeof desc);
-  desc.struct_size = DX_STRUCT_SIZE(dx_kernel_desc_t, cost);
+  desc.struct_size = DX_KERNEL_DESC_SIZE_1_0;
   desc.op_name = op;
   desc.device_type = kDLCPU;
   desc.num_inputs = inputs;
@@ -270,7 +270,7 @@ static dx_error_t* register_one(const dx_host_t* host, dx_host_context_t* contex
   static const DLDataType f32[3] = {{kDLFloat, 32, 1}, {kDLFloat, 32, 1}, {kDLFloat, 32, 1}};
   dx_kernel_desc_t desc;
   memset(&desc, 0, sizeof desc);
-  desc.struct_size = DX_STRUCT_SIZE(dx_kernel_desc_t, cost);
+  desc.struct_size = DX_KERNEL_DESC_SIZE_1_0;
   desc.op_name = op;
   desc.device_type = kDLCPU;
   desc.num_inputs = inputs;
@@ -317,7 +317,7 @@ static dx_error_t* broken_init(const dx_host_t* host, dx_host_context_t* context
 }
 
 static const dx_plugin_t kBroken = {
-    DX_STRUCT_SIZE(dx_plugin_t, shutdown), DX_ABI_VERSION, 0, "certify-broken", "deepx tests", "0.0.1", "test",
+    DX_PLUGIN_SIZE_1_0, DX_ABI_VERSION, 0, "certify-broken", "deepx tests", "0.0.1", "test",
     DX_PLUGIN_CAP_KERNELS, broken_init, NULL};
 
 DX_EXPORT const dx_plugin_t* dx_plugin_entry(uint32_t host_abi_min, uint32_t host_abi_max) {

@@ -26,50 +26,110 @@ static int fail(const char* what) {
   return 1;
 }
 
+/* The result of a deepx call: 0 for a success (a null error); otherwise prints which call
+ * failed (`what`), with the error's code and message, frees the error and returns 1. */
+static int failed(dx_error_t* error, const char* what) {
+  if (error == NULL) return 0;
+  fprintf(stderr, "certificate_check: %s: %s: %s\n", what, dx_status_string(dx_error_code(error)),
+          dx_error_message(error, NULL));
+  dx_error_destroy(error);
+  return 1;
+}
+
 /* Invokes `op` of the plugin at `path` on an f32 [4] tensor in a runtime that requires
- * certificates found in `certificate_dir`. Returns the invoke status (or a setup failure as -1). */
+ * certificates found in `certificate_dir`. Returns 0 with the invoke status in `*status`, or -1
+ * when the setup failed. */
 static int gated_invoke(const char* path, const char* certificate_dir, const char* op, dx_status_t* status) {
   dx_runtime_options_t options;
   memset(&options, 0, sizeof options);
-  options.struct_size = DX_STRUCT_SIZE(dx_runtime_options_t, certificate_path);
+  options.struct_size = DX_RUNTIME_OPTIONS_SIZE_1_0;
   /* Only this certificate directory counts: DEEPX_CERTIFICATE_PATH is ignored (and so is
      DEEPX_PLUGIN_PATH, passed explicitly instead). */
   options.flags = DX_RUNTIME_FLAG_REQUIRE_CERTIFIED | DX_RUNTIME_FLAG_IGNORE_ENV;
   options.plugin_path = getenv("DEEPX_PLUGIN_PATH");
   options.certificate_path = certificate_dir;
   dx_runtime_t* rt = NULL;
-  if (dx_runtime_create(&options, &rt) != DX_OK) return -1;
+  if (failed(dx_runtime_create(&options, &rt), "dx_runtime_create (gated)")) return -1;
   int32_t index = -1, reference = -1, devices = 0, cpu = -1;
-  int ok = dx_runtime_load_plugin(rt, path, &index) == DX_OK && dx_runtime_load_plugin(rt, "reference", &reference) == DX_OK &&
-           dx_runtime_device_count(rt, &devices) == DX_OK;
+  int ok = !failed(dx_runtime_load_plugin(rt, path, &index), path) &&
+           !failed(dx_runtime_load_plugin(rt, "reference", &reference), "reference") &&
+           !failed(dx_runtime_device_count(rt, &devices), "dx_runtime_device_count");
   for (int32_t i = 0; ok && i < devices && cpu < 0; ++i) {
     dx_device_info_t di;
     memset(&di, 0, sizeof di);
-    di.struct_size = DX_STRUCT_SIZE(dx_device_info_t, alignment);
-    if (dx_runtime_device_info(rt, i, &di) == DX_OK && di.device_type == kDLCPU) cpu = i;
+    di.struct_size = DX_DEVICE_INFO_SIZE_1_0;
+    if (!failed(dx_runtime_device_info(rt, i, &di), "dx_runtime_device_info") && di.device_type == kDLCPU) cpu = i;
+  }
+  if (ok && cpu < 0) {
+    fprintf(stderr, "certificate_check: no CPU memory space\n");
+    ok = 0;
   }
   const int64_t shape[1] = {4};
   const float ones[4] = {1, 1, 1, 1};
   dx_tensor_t *x = NULL, *y = NULL;
-  ok = ok && cpu >= 0 && dx_tensor_create(rt, cpu, DX_DTYPE_F32, shape, 1, &x) == DX_OK &&
-       dx_tensor_create(rt, cpu, DX_DTYPE_F32, shape, 1, &y) == DX_OK && dx_tensor_write(x, ones, sizeof ones) == DX_OK;
+  ok = ok && !failed(dx_tensor_create(rt, cpu, DX_DTYPE_F32, shape, 1, &x), "dx_tensor_create") &&
+       !failed(dx_tensor_create(rt, cpu, DX_DTYPE_F32, shape, 1, &y), "dx_tensor_create") &&
+       !failed(dx_tensor_write(x, ones, sizeof ones), "dx_tensor_write");
   dx_op_id_t id = 0;
-  ok = ok && dx_runtime_op_lookup(rt, op, &id) == DX_OK;
+  ok = ok && !failed(dx_runtime_op_lookup(rt, op, &id), op);
   if (ok) {
     dx_invoke_options_t io;
     memset(&io, 0, sizeof io);
-    io.struct_size = DX_STRUCT_SIZE(dx_invoke_options_t, plugin_index);
+    io.struct_size = DX_INVOKE_OPTIONS_SIZE_1_0;
     io.flags = DX_INVOKE_FLAG_PLUGIN;
     io.plugin_index = index;
-    *status = dx_invoke_ex(rt, id, &x, 1, &y, 1, NULL, &io);
-    if (*status != DX_OK) fprintf(stderr, "certificate_check: %s: %s\n", op, dx_last_error_message());
+    dx_error_t* error = dx_invoke_ex(rt, id, &x, 1, &y, 1, NULL, &io);
+    *status = dx_error_code(error);
+    if (error != NULL) fprintf(stderr, "certificate_check: %s: %s\n", op, dx_error_message(error, NULL));
+    dx_error_destroy(error);
   } else {
-    fprintf(stderr, "certificate_check: setting up the gated runtime failed: %s\n", dx_last_error_message());
+    fprintf(stderr, "certificate_check: setting up the gated runtime failed\n");
   }
-  dx_tensor_destroy(x);
-  dx_tensor_destroy(y);
-  dx_runtime_destroy(rt);
+  /* Nothing to do if these fail (destroying null is a no-op): ignore their errors. */
+  dx_error_destroy(dx_tensor_destroy(x));
+  dx_error_destroy(dx_tensor_destroy(y));
+  dx_error_destroy(dx_runtime_destroy(rt));
   return ok ? 0 : -1;
+}
+
+/* Loads the plugin at `path` into `rt` and checks that the host finds its certificate valid and
+ * certifies exactly `kernel_lines` of its kernels. Returns 0, or 1 after printing why not. The
+ * caller destroys `rt` either way. */
+static int check_certified(dx_runtime_t* rt, const char* path, int kernel_lines, const char* verdict,
+                           int relaxed_lines) {
+  int32_t index = -1;
+  if (failed(dx_runtime_load_plugin(rt, path, &index), path)) return fail("cannot load the plugin");
+  dx_plugin_info_t info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = DX_PLUGIN_INFO_SIZE_1_0;
+  if (failed(dx_runtime_plugin_info(rt, index, &info), "dx_runtime_plugin_info")) return fail("cannot describe the plugin");
+  if (info.certification != DX_CERTIFICATION_VALID) {
+    fprintf(stderr, "certification %d: %s (%s)\n", info.certification, info.certification_note, info.certificate);
+    return fail("the host does not accept the certificate");
+  }
+  int32_t ops = 0, certified = 0;
+  if (failed(dx_runtime_op_count(rt, &ops), "dx_runtime_op_count")) return fail("cannot list the ops");
+  for (int32_t op = 0; op < ops; ++op) {
+    int32_t kernels = 0;
+    if (failed(dx_runtime_kernel_count(rt, (dx_op_id_t)op, &kernels), "dx_runtime_kernel_count"))
+      return fail("cannot list the kernels");
+    for (int32_t k = 0; k < kernels; ++k) {
+      dx_kernel_info_t ki;
+      memset(&ki, 0, sizeof ki);
+      ki.struct_size = DX_KERNEL_INFO_SIZE_1_0;
+      if (failed(dx_runtime_kernel_info(rt, (dx_op_id_t)op, k, &ki), "dx_runtime_kernel_info"))
+        return fail("cannot describe a kernel");
+      if (ki.plugin_index == index && ki.certified) ++certified;
+    }
+  }
+  /* info's strings are borrowed from the runtime: printed here, before the caller destroys it. */
+  if (certified != kernel_lines) {
+    fprintf(stderr, "%d kernel lines, %d kernels of the plugin certified by the host\n", kernel_lines, certified);
+    return fail("the certificate names kernels the plugin does not have");
+  }
+  printf("certificate_check: VALID, %d kernels certified, verdict %s, %d relaxations (%s)\n", certified, verdict,
+         relaxed_lines, info.certificate);
+  return 0;
 }
 
 int main(int argc, char** argv) {
@@ -122,42 +182,13 @@ int main(int argc, char** argv) {
 
   dx_runtime_options_t options;
   memset(&options, 0, sizeof options);
-  options.struct_size = DX_STRUCT_SIZE(dx_runtime_options_t, certificate_path);
+  options.struct_size = DX_RUNTIME_OPTIONS_SIZE_1_0;
   options.certificate_path = argv[2];
   dx_runtime_t* rt = NULL;
-  if (dx_runtime_create(&options, &rt) != DX_OK) return fail(dx_last_error_message());
-  int32_t index = -1;
-  if (dx_runtime_load_plugin(rt, argv[1], &index) != DX_OK) return fail(dx_last_error_message());
-  dx_plugin_info_t info;
-  memset(&info, 0, sizeof info);
-  info.struct_size = DX_STRUCT_SIZE(dx_plugin_info_t, certification_note);
-  if (dx_runtime_plugin_info(rt, index, &info) != DX_OK) return fail(dx_last_error_message());
-  if (info.certification != DX_CERTIFICATION_VALID) {
-    fprintf(stderr, "certification %d: %s (%s)\n", info.certification, info.certification_note, info.certificate);
-    return fail("the host does not accept the certificate");
-  }
-  int32_t ops = 0, certified = 0;
-  dx_runtime_op_count(rt, &ops);
-  for (int32_t op = 0; op < ops; ++op) {
-    int32_t kernels = 0;
-    dx_runtime_kernel_count(rt, (dx_op_id_t)op, &kernels);
-    for (int32_t k = 0; k < kernels; ++k) {
-      dx_kernel_info_t ki;
-      memset(&ki, 0, sizeof ki);
-      ki.struct_size = DX_STRUCT_SIZE(dx_kernel_info_t, certified);
-      if (dx_runtime_kernel_info(rt, (dx_op_id_t)op, k, &ki) == DX_OK && ki.plugin_index == index && ki.certified)
-        ++certified;
-    }
-  }
-  /* info's strings are borrowed from the runtime: print before destroying it. */
-  const int ok = certified == kernel_lines;
-  if (ok)
-    printf("certificate_check: VALID, %d kernels certified, verdict %s, %d relaxations (%s)\n", certified, verdict,
-           relaxed_lines, info.certificate);
-  else
-    fprintf(stderr, "%d kernel lines, %d kernels of the plugin certified by the host\n", kernel_lines, certified);
-  dx_runtime_destroy(rt);
-  if (!ok) return fail("the certificate names kernels the plugin does not have");
+  if (failed(dx_runtime_create(&options, &rt), "dx_runtime_create")) return fail("cannot create a runtime");
+  const int result = check_certified(rt, argv[1], kernel_lines, verdict, relaxed_lines);
+  dx_error_destroy(dx_runtime_destroy(rt)); /* on every path, refusals included */
+  if (result != 0) return result;
 
   if (argc == 6) {
     dx_status_t with = DX_OK, without = DX_OK;

@@ -53,7 +53,7 @@ static dx_error_t* relaxed_init(const dx_host_t* host, dx_host_context_t* contex
   dx_kernel_desc_t desc;
   *out_state = NULL;
   memset(&desc, 0, sizeof desc);
-  desc.struct_size = DX_STRUCT_SIZE(dx_kernel_desc_t, cost);
+  desc.struct_size = DX_KERNEL_DESC_SIZE_1_0;
   desc.op_name = "dx.exp";
   desc.device_type = kDLCPU;
   desc.num_inputs = 1;
@@ -64,7 +64,7 @@ static dx_error_t* relaxed_init(const dx_host_t* host, dx_host_context_t* contex
 }
 
 static const dx_plugin_t kRelaxed = {
-    DX_STRUCT_SIZE(dx_plugin_t, shutdown), DX_ABI_VERSION, 0, "certify-relaxed", "deepx tests", "0.0.1", "test",
+    DX_PLUGIN_SIZE_1_0, DX_ABI_VERSION, 0, "certify-relaxed", "deepx tests", "0.0.1", "test",
     DX_PLUGIN_CAP_KERNELS, relaxed_init, NULL};
 
 DX_EXPORT const dx_plugin_t* dx_plugin_entry(uint32_t host_abi_min, uint32_t host_abi_max) {

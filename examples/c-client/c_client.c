@@ -1,22 +1,31 @@
 /* deepx-example-c-client: the host API from plain C.
  *
  * Creates a runtime, loads the bundled "cpu" plugin, makes two 2x3 f32 tensors, interns
- * "dx.add" once and runs it by id, then prints the result. Every call's status is checked;
- * on failure the thread's last error message says why. */
+ * "dx.add" once and runs it by id, then prints the result. Every fallible call returns a
+ * dx_error_t*: NULL on success, otherwise an error this program owns, which says what went
+ * wrong (dx_error_code(), dx_error_message()) and is freed with dx_error_destroy(). */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "deepx/host.h"
 
-/* Prints the failed call and its message, then jumps to cleanup. */
-#define CHECK(call)                                                                        \
-  do {                                                                                     \
-    dx_status_t status_ = (call);                                                          \
-    if (status_ != DX_OK) {                                                                \
-      fprintf(stderr, "%s failed: %s: %s\n", #call, dx_status_string(status_),            \
-              dx_last_error_message());                                                    \
-      goto cleanup;                                                                        \
-    }                                                                                      \
+/* Prints the failed call with the error's code and message, and frees the error. */
+static void report(const char* call, dx_error_t* error) {
+  size_t length = 0;
+  const char* message = dx_error_message(error, &length);
+  fprintf(stderr, "%s failed: %s: %.*s\n", call, dx_status_string(dx_error_code(error)),
+          (int)length, message);
+  dx_error_destroy(error);
+}
+
+/* Runs a deepx call; on failure reports it and jumps to cleanup. */
+#define CHECK(call)              \
+  do {                           \
+    dx_error_t* error_ = (call); \
+    if (error_ != NULL) {        \
+      report(#call, error_);     \
+      goto cleanup;              \
+    }                            \
   } while (0)
 
 int main(void) {
@@ -43,6 +52,22 @@ int main(void) {
   CHECK(dx_tensor_write(a, a_values, sizeof a_values));
   CHECK(dx_tensor_write(b, b_values, sizeof b_values));
 
+  /* An error is a value to look at: no plugin implements this op, so the lookup fails with
+     DX_NOT_FOUND, which this program expects, reads and frees. */
+  {
+    dx_op_id_t missing = 0;
+    dx_error_t* error = dx_runtime_op_lookup(runtime, "example.no_such_op", &missing);
+    if (dx_error_code(error) != DX_NOT_FOUND) {
+      fprintf(stderr, "looking up example.no_such_op: expected NOT_FOUND, got %s\n",
+              dx_status_string(dx_error_code(error)));
+      dx_error_destroy(error); /* a no-op for NULL */
+      goto cleanup;
+    }
+    printf("looking up example.no_such_op: %s (%s)\n", dx_status_string(dx_error_code(error)),
+           dx_error_message(error, NULL));
+    dx_error_destroy(error);
+  }
+
   /* Resolve the name once; the id is what a hot loop passes to dx_invoke(). */
   CHECK(dx_runtime_op_lookup(runtime, "dx.add", &add));
   {
@@ -65,9 +90,10 @@ int main(void) {
   exit_code = EXIT_SUCCESS;
 
 cleanup:
-  dx_tensor_destroy(sum);
-  dx_tensor_destroy(b);
-  dx_tensor_destroy(a);
-  dx_runtime_destroy(runtime);
+  /* Destroying NULL is a no-op; a failure to destroy is ignored by freeing its error. */
+  dx_error_destroy(dx_tensor_destroy(sum));
+  dx_error_destroy(dx_tensor_destroy(b));
+  dx_error_destroy(dx_tensor_destroy(a));
+  dx_error_destroy(dx_runtime_destroy(runtime));
   return exit_code;
 }

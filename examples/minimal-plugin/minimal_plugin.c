@@ -135,7 +135,7 @@ static dx_error_t* minimal_init(const dx_host_t* host, dx_host_context_t* contex
   (void)out_state; /* no per-runtime state */
 
   memset(&add, 0, sizeof add); /* every slot this plugin does not fill is "absent" */
-  add.struct_size = DX_STRUCT_SIZE(dx_kernel_desc_t, cost);
+  add.struct_size = DX_KERNEL_DESC_SIZE_1_0;
   add.op_name = "dx.add";
   add.device_type = kDLCPU;
   add.num_inputs = 2;
@@ -147,7 +147,7 @@ static dx_error_t* minimal_init(const dx_host_t* host, dx_host_context_t* contex
 }
 
 static const dx_plugin_t minimal_plugin = {
-    DX_STRUCT_SIZE(dx_plugin_t, shutdown), /* struct_size */
+    DX_PLUGIN_SIZE_1_0, /* struct_size */
     DX_ABI_VERSION,                        /* abi_version: the headers this was built with */
     0,                                     /* reserved */
     MINIMAL_PLUGIN_NAME,                   /* name: [a-z0-9_.-], unique per runtime */
@@ -157,6 +157,7 @@ static const dx_plugin_t minimal_plugin = {
     DX_PLUGIN_CAP_KERNELS | DX_PLUGIN_CAP_CONCURRENT_KERNELS, /* capabilities */
     minimal_init,                          /* init: mandatory */
     NULL,                                  /* shutdown: nothing to release */
+    NULL,                                  /* get_extension: offers no extension */
 };
 
 /* The one exported symbol. Answer null if the host speaks no version of our major. */

@@ -30,23 +30,32 @@ constexpr int64_t kClasses = 10;
 constexpr double kAbsTolerance = 1e-5;
 constexpr double kRelTolerance = 1e-3;
 
+// A host call's error (null on success), owned: freed with dx_error_destroy() at scope exit.
+struct ErrorDeleter {
+  void operator()(dx_error_t* error) const { dx_error_destroy(error); }
+};
+using Error = std::unique_ptr<dx_error_t, ErrorDeleter>;
+
 // Inside this program errors travel as exceptions; they never cross the C ABI (the host API
-// only returns statuses), and main() turns them into a message and exit code 1.
-void Check(dx_status_t status, const char* what) {
-  if (status != DX_OK) {
-    throw std::runtime_error(std::string(what) + ": " + dx_status_string(status) + ": " +
-                             dx_last_error_message());
-  }
+// returns error objects), and main() turns them into a message and exit code 1. Check() takes
+// the call's error, frees it, and throws its code and message on.
+void Check(dx_error_t* result, const char* what) {
+  const Error error(result);
+  if (error == nullptr) return;
+  throw std::runtime_error(std::string(what) + ": " + dx_status_string(dx_error_code(error.get())) +
+                           ": " + dx_error_message(error.get(), nullptr));
 }
 
+// Destroying a handle can fail only for a handle already destroyed, which these never are:
+// the deleters free whatever error comes back.
 struct RuntimeDeleter {
-  void operator()(dx_runtime_t* runtime) const { dx_runtime_destroy(runtime); }
+  void operator()(dx_runtime_t* runtime) const { dx_error_destroy(dx_runtime_destroy(runtime)); }
 };
 struct TensorDeleter {
-  void operator()(dx_tensor_t* tensor) const { dx_tensor_destroy(tensor); }
+  void operator()(dx_tensor_t* tensor) const { dx_error_destroy(dx_tensor_destroy(tensor)); }
 };
 struct AttrsDeleter {
-  void operator()(dx_attrs_t* attrs) const { dx_attrs_destroy(attrs); }
+  void operator()(dx_attrs_t* attrs) const { dx_error_destroy(dx_attrs_destroy(attrs)); }
 };
 using Runtime = std::unique_ptr<dx_runtime_t, RuntimeDeleter>;
 using Tensor = std::unique_ptr<dx_tensor_t, TensorDeleter>;
@@ -126,7 +135,7 @@ class ForwardPass {
         logits_(MakeTensor(runtime, device, {kBatch, kClasses})),
         logits_biased_(MakeTensor(runtime, device, {kBatch, kClasses})),
         probs_(MakeTensor(runtime, device, {kBatch, kClasses})) {
-    options_.struct_size = DX_STRUCT_SIZE(dx_invoke_options_t, plugin_index);
+    options_.struct_size = DX_INVOKE_OPTIONS_SIZE_1_0;
     options_.flags = DX_INVOKE_FLAG_PLUGIN;
     options_.plugin_index = plugin_index;
   }
@@ -179,14 +188,15 @@ int32_t LoadPlugin(dx_runtime_t* runtime, const char* name) {
 // The device the tensors live in: the "cpu" memory space when there is one, else the first.
 int32_t HostDevice(dx_runtime_t* runtime, std::string* out_name) {
   int32_t index = -1;
-  if (dx_runtime_find_device(runtime, "cpu", &index) != DX_OK) {
+  const Error no_cpu(dx_runtime_find_device(runtime, "cpu", &index));
+  if (no_cpu != nullptr) {
     int32_t count = 0;
     Check(dx_runtime_device_count(runtime, &count), "dx_runtime_device_count");
     if (count == 0) throw std::runtime_error("no loaded plugin serves any memory space");
     index = 0;
   }
   dx_device_info_t info{};
-  info.struct_size = DX_STRUCT_SIZE(dx_device_info_t, alignment);
+  info.struct_size = DX_DEVICE_INFO_SIZE_1_0;
   Check(dx_runtime_device_info(runtime, index, &info), "dx_runtime_device_info");
   *out_name = info.name;
   return index;

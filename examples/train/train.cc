@@ -34,7 +34,7 @@
 #include <utility>
 #include <vector>
 
-#include "deepx/host.h"
+#include "deepx/safetensors.h"  // includes deepx/host.h
 
 namespace deepx::examples {
 namespace {
@@ -56,30 +56,41 @@ constexpr double kRequiredAccuracy = 0.95;
 constexpr double kAbsTolerance = 1e-5;
 constexpr double kRelTolerance = 1e-4;
 
+// A host call's error (null on success), owned: freed with dx_error_destroy() at scope exit.
+struct ErrorDeleter {
+  void operator()(dx_error_t* e) const { dx_error_destroy(e); }
+};
+using Error = std::unique_ptr<dx_error_t, ErrorDeleter>;
+
 // Inside this program errors travel as exceptions; they never cross the C ABI (the host API
-// only returns statuses), and main() turns them into a FAIL line and exit code 1.
+// returns error objects), and main() turns them into a FAIL line and exit code 1.
 struct DeepxError : std::runtime_error {
   DeepxError(dx_status_t s, const std::string& what) : std::runtime_error(what), status(s) {}
   dx_status_t status;
 };
 
-void Check(dx_status_t status, const std::string& what) {
-  if (status != DX_OK) {
-    throw DeepxError(status, what + ": " + dx_status_string(status) + ": " + dx_last_error_message());
-  }
+// Takes the call's error, frees it, and throws its code and message on.
+void Check(dx_error_t* result, const std::string& what) {
+  const Error error(result);
+  if (error == nullptr) return;
+  const dx_status_t status = dx_error_code(error.get());
+  throw DeepxError(status, what + ": " + dx_status_string(status) + ": " +
+                               dx_error_message(error.get(), nullptr));
 }
 
+// Destroying a handle fails only for one already destroyed, which these never are: the
+// deleters free whatever error comes back.
 struct RuntimeDeleter {
-  void operator()(dx_runtime_t* r) const { dx_runtime_destroy(r); }
+  void operator()(dx_runtime_t* r) const { dx_error_destroy(dx_runtime_destroy(r)); }
 };
 struct TensorDeleter {
-  void operator()(dx_tensor_t* t) const { dx_tensor_destroy(t); }
+  void operator()(dx_tensor_t* t) const { dx_error_destroy(dx_tensor_destroy(t)); }
 };
 struct AttrsDeleter {
-  void operator()(dx_attrs_t* a) const { dx_attrs_destroy(a); }
+  void operator()(dx_attrs_t* a) const { dx_error_destroy(dx_attrs_destroy(a)); }
 };
 struct FileDeleter {
-  void operator()(dx_safetensors_t* f) const { dx_safetensors_destroy(f); }
+  void operator()(dx_safetensors_t* f) const { dx_error_destroy(dx_safetensors_destroy(f)); }
 };
 using Runtime = std::unique_ptr<dx_runtime_t, RuntimeDeleter>;
 using Tensor = std::unique_ptr<dx_tensor_t, TensorDeleter>;
@@ -193,7 +204,7 @@ class Executor {
  public:
   Executor(dx_runtime_t* rt, int32_t device, int32_t plugin, const Ops& ops)
       : rt_(rt), device_(device), ops_(ops), fill_attrs_(MakeAttrs()) {
-    forward_.struct_size = DX_STRUCT_SIZE(dx_invoke_options_t, plugin_index);
+    forward_.struct_size = DX_INVOKE_OPTIONS_SIZE_1_0;
     forward_.flags = DX_INVOKE_FLAG_PLUGIN;
     forward_.plugin_index = plugin;
     backward_ = forward_;
@@ -509,7 +520,7 @@ RunResult Train(const Setup& s, const std::string& plugin_name, int32_t plugin, 
     const char* values[] = {"deepx-example-train", OptimizerName(opt), plugin_name.c_str(),
                             steps.c_str()};
     dx_safetensors_save_options_t options{};
-    options.struct_size = DX_STRUCT_SIZE(dx_safetensors_save_options_t, metadata_values);
+    options.struct_size = DX_SAFETENSORS_SAVE_OPTIONS_SIZE_1_0;
     options.metadata_count = 4;
     options.metadata_keys = keys;
     options.metadata_values = values;
@@ -534,7 +545,7 @@ RunResult Train(const Setup& s, const std::string& plugin_name, int32_t plugin, 
       int64_t index = -1;
       Check(dx_safetensors_find(file.get(), p.name.c_str(), &index), "dx_safetensors_find " + p.name);
       dx_safetensors_tensor_info_t info{};
-      info.struct_size = DX_STRUCT_SIZE(dx_safetensors_tensor_info_t, byte_size);
+      info.struct_size = DX_SAFETENSORS_TENSOR_INFO_SIZE_1_0;
       Check(dx_safetensors_tensor_info(file.get(), index, &info), "dx_safetensors_tensor_info");
       if (info.dtype != DX_DTYPE_F32 || info.ndim != static_cast<int32_t>(p.shape.size()) ||
           !std::equal(p.shape.begin(), p.shape.end(), info.shape)) {
@@ -566,7 +577,7 @@ int32_t LoadPlugin(dx_runtime_t* rt, const std::string& name) {
 
 int32_t HostDevice(dx_runtime_t* rt) {
   int32_t index = -1;
-  if (dx_runtime_find_device(rt, "cpu", &index) == DX_OK) return index;
+  if (Error(dx_runtime_find_device(rt, "cpu", &index)) == nullptr) return index;
   int32_t count = 0;
   Check(dx_runtime_device_count(rt, &count), "dx_runtime_device_count");
   if (count == 0) throw std::runtime_error("no loaded plugin serves any memory space");
@@ -615,7 +626,7 @@ int Main(int argc, char** argv) {
   for (const auto& name : plugins) plugin_indices.push_back(LoadPlugin(runtime.get(), name));
   const int32_t device = HostDevice(runtime.get());
   Attrs ce_attrs = MakeAttrs();
-  Check(dx_attrs_set_string(ce_attrs.get(), "reduction", "mean"), "dx_attrs_set_string(reduction)");
+  Check(dx_attrs_set_string(ce_attrs.get(), "reduction", "mean", -1), "dx_attrs_set_string(reduction)");
   const Problem problem = MakeProblem();
   const Setup setup{runtime.get(), device, LookupOps(runtime.get()), ce_attrs.get(), &problem, steps};
 

@@ -60,7 +60,7 @@ dx_error_t* RegTransport(dx_host_context_t*, const dx_transport_desc_t*) { retur
 dx_host_t MakeHost() {
   dx_host_t h;
   std::memset(&h, 0, sizeof h);
-  h.struct_size = DX_STRUCT_SIZE(dx_host_t, register_transport);
+  h.struct_size = DX_HOST_SIZE_1_0;
   h.abi_version = DX_ABI_VERSION;
   h.error_create = ErrCreate;
   h.error_destroy = ErrDestroy;
@@ -76,6 +76,16 @@ dx_host_t MakeHost() {
 }
 const dx_host_t g_bench_host = MakeHost();
 
+// True when a host call succeeded; otherwise prints what failed with the error's code and
+// message, and frees the error.
+bool Ok(dx_error_t* error, const std::string& what) {
+  if (error == nullptr) return true;
+  std::fprintf(stderr, "%s: %s: %s\n", what.c_str(), dx_status_string(dx_error_code(error)),
+               dx_error_message(error, nullptr));
+  dx_error_destroy(error);
+  return false;
+}
+
 struct Fixture {
   dx_runtime_t* rt = nullptr;
   dx_tensor_t* a = nullptr;
@@ -86,32 +96,38 @@ struct Fixture {
   bool ok = false;
 
   Fixture() {
-    if (dx_runtime_create(nullptr, &rt) != DX_OK) return;
+    if (!Ok(dx_runtime_create(nullptr, &rt), "dx_runtime_create")) return;
     int32_t index = -1;
-    if (dx_runtime_load_plugin(rt, g_plugin.c_str(), &index) != DX_OK) {
-      std::fprintf(stderr, "cannot load plugin '%s': %s\n", g_plugin.c_str(),
-                   dx_last_error_message());
+    if (!Ok(dx_runtime_load_plugin(rt, g_plugin.c_str(), &index),
+            "cannot load plugin '" + g_plugin + "'")) {
       return;
     }
     dx_plugin_info_t info{};
-    info.struct_size = DX_STRUCT_SIZE(dx_plugin_info_t, num_transports);
-    dx_runtime_plugin_info(rt, index, &info);
+    info.struct_size = DX_PLUGIN_INFO_SIZE_1_0;
+    if (!Ok(dx_runtime_plugin_info(rt, index, &info), "dx_runtime_plugin_info")) return;
     path = info.path;
     int32_t devices = 0, device = -1;
-    dx_runtime_device_count(rt, &devices);
+    if (!Ok(dx_runtime_device_count(rt, &devices), "dx_runtime_device_count")) return;
     for (int32_t i = 0; i < devices && device < 0; ++i) {
       dx_device_info_t d{};
-      d.struct_size = DX_STRUCT_SIZE(dx_device_info_t, alignment);
-      if (dx_runtime_device_info(rt, i, &d) == DX_OK && d.device_type == kDLCPU) device = i;
+      d.struct_size = DX_DEVICE_INFO_SIZE_1_0;
+      if (Ok(dx_runtime_device_info(rt, i, &d), "dx_runtime_device_info") &&
+          d.device_type == kDLCPU) {
+        device = i;
+      }
+    }
+    if (device < 0) {
+      std::fprintf(stderr, "setup failed: no CPU memory space\n");
+      return;
     }
     int64_t shape[1] = {1};
     float one = 1.0f;
-    if (device < 0 || dx_tensor_create(rt, device, DX_DTYPE_F32, shape, 1, &a) != DX_OK ||
-        dx_tensor_create(rt, device, DX_DTYPE_F32, shape, 1, &b) != DX_OK ||
-        dx_tensor_create(rt, device, DX_DTYPE_F32, shape, 1, &y) != DX_OK ||
-        dx_tensor_write(a, &one, 4) != DX_OK || dx_tensor_write(b, &one, 4) != DX_OK ||
-        dx_runtime_op_lookup(rt, "dx.add", &add) != DX_OK) {
-      std::fprintf(stderr, "setup failed: %s\n", dx_last_error_message());
+    if (!Ok(dx_tensor_create(rt, device, DX_DTYPE_F32, shape, 1, &a), "setup: dx_tensor_create") ||
+        !Ok(dx_tensor_create(rt, device, DX_DTYPE_F32, shape, 1, &b), "setup: dx_tensor_create") ||
+        !Ok(dx_tensor_create(rt, device, DX_DTYPE_F32, shape, 1, &y), "setup: dx_tensor_create") ||
+        !Ok(dx_tensor_write(a, &one, 4), "setup: dx_tensor_write") ||
+        !Ok(dx_tensor_write(b, &one, 4), "setup: dx_tensor_write") ||
+        !Ok(dx_runtime_op_lookup(rt, "dx.add", &add), "setup: dx_runtime_op_lookup")) {
       return;
     }
     // The direct path: same file, its own init with the bench host.
@@ -128,10 +144,10 @@ struct Fixture {
     ok = true;
   }
   ~Fixture() {
-    dx_tensor_destroy(a);
-    dx_tensor_destroy(b);
-    dx_tensor_destroy(y);
-    dx_runtime_destroy(rt);
+    dx_error_destroy(dx_tensor_destroy(a));
+    dx_error_destroy(dx_tensor_destroy(b));
+    dx_error_destroy(dx_tensor_destroy(y));
+    dx_error_destroy(dx_runtime_destroy(rt));
   }
 };
 
@@ -146,11 +162,12 @@ struct DirectCall {
   const DLTensor* out[1];
   dx_kernel_call_t call;
   explicit DirectCall(const Fixture& f) {
-    dx_tensor_dltensor(f.a, &in[0]);
-    dx_tensor_dltensor(f.b, &in[1]);
-    dx_tensor_dltensor(f.y, &out[0]);
+    // The fixture is set up (f.ok): these cannot fail.
+    dx_error_destroy(dx_tensor_dltensor(f.a, &in[0]));
+    dx_error_destroy(dx_tensor_dltensor(f.b, &in[1]));
+    dx_error_destroy(dx_tensor_dltensor(f.y, &out[0]));
     std::memset(&call, 0, sizeof call);
-    call.struct_size = DX_STRUCT_SIZE(dx_kernel_call_t, host);
+    call.struct_size = DX_KERNEL_CALL_SIZE_1_0;
     call.kernel_data = g_direct.data;
     call.inputs = in;
     call.outputs = out;
@@ -184,8 +201,10 @@ void BM_HostInvoke(benchmark::State& state) {
   }
   dx_tensor_t* in[2] = {f.a, f.b};
   for (auto _ : state) {
-    dx_status_t st = dx_invoke(f.rt, f.add, in, 2, &f.y, 1, nullptr);
-    benchmark::DoNotOptimize(st);
+    // What a client does per call: check the result, free an error (null on success).
+    dx_error_t* e = dx_invoke(f.rt, f.add, in, 2, &f.y, 1, nullptr);
+    benchmark::DoNotOptimize(e);
+    if (e != nullptr) dx_error_destroy(e);
   }
 }
 
@@ -197,8 +216,9 @@ void BM_HostInvokeByName(benchmark::State& state) {
   }
   dx_tensor_t* in[2] = {f.a, f.b};
   for (auto _ : state) {
-    dx_status_t st = dx_invoke_by_name(f.rt, "dx.add", in, 2, &f.y, 1, nullptr);
-    benchmark::DoNotOptimize(st);
+    dx_error_t* e = dx_invoke_by_name(f.rt, "dx.add", in, 2, &f.y, 1, nullptr);
+    benchmark::DoNotOptimize(e);
+    if (e != nullptr) dx_error_destroy(e);
   }
 }
 
@@ -240,8 +260,9 @@ Interleaved RunInterleaved(int rounds, int calls) {
     }
     auto t1 = Clock::now();
     for (int i = 0; i < calls; ++i) {
-      dx_status_t st = dx_invoke(f.rt, f.add, tin, 2, &f.y, 1, nullptr);
-      benchmark::DoNotOptimize(st);
+      dx_error_t* e = dx_invoke(f.rt, f.add, tin, 2, &f.y, 1, nullptr);
+      benchmark::DoNotOptimize(e);
+      if (e != nullptr) dx_error_destroy(e);
     }
     auto t2 = Clock::now();
     if (r == 0) continue;

@@ -172,4 +172,11 @@ void EvaluateCertificate(const Core& core, Plugin& plugin, std::vector<PendingKe
   }
 }
 
+bool ParseCertificateForFuzzing(const std::string& path, std::string* why) {
+  std::string sha256;
+  std::set<std::string> builds;
+  std::set<KernelKey> kernels;
+  return Parse(path, "fuzz", &sha256, &builds, &kernels, why);
+}
+
 }  // namespace deepx::host

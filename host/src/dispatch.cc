@@ -118,6 +118,28 @@ const dx_attr_t* Slot(const dx_attr_t* attrs, int32_t n, int32_t i) {
   return (i < n && attrs[i].type != DX_ATTR_NONE) ? &attrs[i] : nullptr;
 }
 
+const char* AttrTypeName(int32_t type) {
+  switch (type) {
+    case DX_ATTR_I64: return "an i64";
+    case DX_ATTR_F64: return "an f64";
+    case DX_ATTR_BOOL: return "a bool";
+    case DX_ATTR_STRING: return "a string";
+    case DX_ATTR_I64_ARRAY: return "an i64 array";
+    case DX_ATTR_F64_ARRAY: return "an f64 array";
+    default: return "of unknown type";
+  }
+}
+
+// The host reads a few attributes of the standard ops before any kernel runs; each is read
+// through the union member of its type only after checking the type (a string where an i64
+// is expected must be an error, not a pointer read as an integer).
+dx_status_t CheckAttrType(const char* op, const dx_attr_t* a, int32_t want, int32_t also = -1) {
+  if (a == nullptr || a->type == want || a->type == also) return DX_OK;
+  return Failf(DX_INVALID_ARGUMENT, "%s: attribute '%s' is %s; it must be %s%s%s", op, a->name,
+               AttrTypeName(a->type), AttrTypeName(want), also >= 0 ? " or " : "",
+               also >= 0 ? AttrTypeName(also) : "");
+}
+
 dx_status_t Mismatch(const std::string& op, const std::string& what) {
   return Fail(DX_SHAPE_MISMATCH, op + ": " + what);
 }
@@ -150,6 +172,7 @@ dx_status_t CheckShapes(const Op& op, const DLTensor* const* in, int32_t nin,
       }
       if (s->rule == ShapeRule::kSoftmax) {
         const dx_attr_t* a = Slot(attrs, nattrs, DX_SOFTMAX_AXIS);
+        if (dx_status_t st = CheckAttrType(s->name, a, DX_ATTR_I64)) return st;
         int64_t axis = a ? a->value.i64 : -1;
         // A rank-0 tensor is one line of one element: axis 0 and -1 are valid (PyTorch).
         const int64_t rank = x->ndim == 0 ? 1 : x->ndim;
@@ -191,6 +214,8 @@ dx_status_t CheckShapes(const Op& op, const DLTensor* const* in, int32_t nin,
       std::array<bool, 64> reduced{};
       const dx_attr_t* axes = Slot(attrs, nattrs, DX_REDUCE_AXES);
       const dx_attr_t* keep = Slot(attrs, nattrs, DX_REDUCE_KEEPDIMS);
+      if (dx_status_t st = CheckAttrType(s->name, axes, DX_ATTR_I64_ARRAY)) return st;
+      if (dx_status_t st = CheckAttrType(s->name, keep, DX_ATTR_BOOL, DX_ATTR_I64)) return st;
       if (x->ndim > 64) return Mismatch(s->name, "rank above 64");
       if (axes == nullptr || axes->count == 0) {
         for (int32_t d = 0; d < x->ndim; ++d) reduced[d] = true;
@@ -234,6 +259,8 @@ dx_status_t CheckShapes(const Op& op, const DLTensor* const* in, int32_t nin,
       }
       const dx_attr_t* ta = Slot(attrs, nattrs, DX_MATMUL_TRANSPOSE_A);
       const dx_attr_t* tb = Slot(attrs, nattrs, DX_MATMUL_TRANSPOSE_B);
+      if (dx_status_t st = CheckAttrType(s->name, ta, DX_ATTR_BOOL, DX_ATTR_I64)) return st;
+      if (dx_status_t st = CheckAttrType(s->name, tb, DX_ATTR_BOOL, DX_ATTR_I64)) return st;
       bool t_a = ta && ta->value.i64 != 0 && x->ndim >= 2;
       bool t_b = tb && tb->value.i64 != 0 && b->ndim >= 2;
       int64_t m = 1, ka, kb, n = 1;
@@ -307,14 +334,14 @@ dx_status_t CheckShapes(const Op& op, const DLTensor* const* in, int32_t nin,
 }
 
 // The attributes as the kernel sees them: schema order for standard ops, caller order else.
-dx_status_t ResolveAttrs(const Core& core, dx_op_id_t id, const Op& op, const dx_attrs_t* attrs,
+dx_status_t ResolveAttrs(const Core& core, dx_op_id_t id, const Op& op, const Attrs* attrs,
                          dx_attr_t* buffer, int32_t capacity, std::vector<dx_attr_t>* overflow,
                          const dx_attr_t** out_attrs,
                          int32_t* out_count) {
   *out_attrs = nullptr;
   *out_count = 0;
   if (attrs == nullptr) return DX_OK;
-  auto* a = const_cast<dx_attrs*>(attrs);
+  auto* a = const_cast<Attrs*>(attrs);
   std::lock_guard<std::mutex> lock(a->cache_mutex);
   if (a->cache_generation != a->generation || a->cache_op != id || a->cache_core != &core) {
     a->cache.clear();
@@ -448,26 +475,53 @@ const OpSchema* FindSchema(std::string_view op_name) {
   return nullptr;
 }
 
-dx_status_t Invoke(dx_runtime_t* runtime, dx_op_id_t id, dx_tensor_t* const* inputs,
-                   int32_t num_inputs, dx_tensor_t* const* outputs, int32_t num_outputs,
-                   const dx_attrs_t* attrs, const dx_invoke_options_t* options) {
-  if (runtime == nullptr) return Fail(DX_INVALID_ARGUMENT, "dx_invoke: runtime is null");
+dx_status_t Invoke(const dx_runtime_t* runtime_handle, dx_op_id_t id,
+                   dx_tensor_t* const* input_handles, int32_t num_inputs,
+                   dx_tensor_t* const* output_handles, int32_t num_outputs,
+                   const dx_attrs_t* attrs_handle, const dx_invoke_options_t* options) {
+  Runtime* runtime = nullptr;
+  if (dx_status_t st = Resolve(runtime_handle, "dx_invoke", "runtime", &runtime)) return st;
   Core& core = *runtime->core;
+  if (num_inputs < 0 || num_outputs < 0 || num_inputs > 64 || num_outputs > 64 ||
+      (num_inputs > 0 && input_handles == nullptr) ||
+      (num_outputs > 0 && output_handles == nullptr)) {
+    return Fail(DX_INVALID_ARGUMENT, "dx_invoke: bad input/output arrays");
+  }
+  // Handles become objects once, here; a null entry passes an absent tensor.
+  Tensor* inputs[64];
+  Tensor* outputs[64];
+  for (int32_t i = 0; i < num_inputs; ++i) {
+    inputs[i] = nullptr;
+    if (input_handles[i] == nullptr) continue;
+    if (dx_status_t st = Resolve(input_handles[i], "dx_invoke", "an input", &inputs[i])) {
+      return Failf(st, "%s (input %d)", PendingMessage().c_str(), i);
+    }
+  }
+  for (int32_t i = 0; i < num_outputs; ++i) {
+    outputs[i] = nullptr;
+    if (output_handles[i] == nullptr) continue;
+    if (dx_status_t st = Resolve(output_handles[i], "dx_invoke", "an output", &outputs[i])) {
+      return Failf(st, "%s (output %d)", PendingMessage().c_str(), i);
+    }
+  }
+  Attrs* attrs = nullptr;
+  if (attrs_handle != nullptr) {
+    if (dx_status_t st = Resolve(attrs_handle, "dx_invoke", "attrs", &attrs)) return st;
+  }
+  // A plugin loading on another thread waits until this call is done with the registries.
+  std::shared_lock<RegistryLock> registry(core.registry);
   if (id >= core.ops.size()) {
     return Failf(DX_NOT_FOUND, "dx_invoke: op id %u is not interned in this runtime", id);
-  }
-  if (num_inputs < 0 || num_outputs < 0 || num_inputs > 64 || num_outputs > 64 ||
-      (num_inputs > 0 && inputs == nullptr) || (num_outputs > 0 && outputs == nullptr)) {
-    return Fail(DX_INVALID_ARGUMENT, "dx_invoke: bad input/output arrays");
   }
   dx_invoke_options_t opts;
   std::memset(&opts, 0, sizeof opts);
   if (options != nullptr) {
     if (options->struct_size < DX_STRUCT_SIZE(dx_invoke_options_t, flags)) {
-      return Fail(DX_INVALID_ARGUMENT, "dx_invoke_ex: options->struct_size is too small");
+      return Fail(DX_INVALID_ARGUMENT, "dx_invoke_ex: options->struct_size is too small; set it "
+                                     "to DX_INVOKE_OPTIONS_SIZE_1_0");
     }
     std::memcpy(&opts, options,
-                std::min(options->struct_size, DX_STRUCT_SIZE(dx_invoke_options_t, plugin_index)));
+                std::min<size_t>(options->struct_size, DX_INVOKE_OPTIONS_SIZE_1_0));
   }
   const bool backward = (opts.flags & DX_INVOKE_FLAG_BACKWARD) != 0;
   const bool pinned = (opts.flags & DX_INVOKE_FLAG_PLUGIN) != 0;
@@ -478,7 +532,7 @@ dx_status_t Invoke(dx_runtime_t* runtime, dx_op_id_t id, dx_tensor_t* const* inp
   int32_t device_type = 0;
   for (int32_t i = 0; i < num_inputs; ++i) {
     in[i] = inputs[i] ? &inputs[i]->dl : nullptr;
-    if (in[i] && device_type == 0) device_type = in[i]->device.device_type;
+    if (in[i] && device_type == 0) device_type = DeviceTypeOf(in[i]->device);
   }
   for (int32_t i = 0; i < num_outputs; ++i) {
     if (outputs[i] == nullptr) {
@@ -491,7 +545,7 @@ dx_status_t Invoke(dx_runtime_t* runtime, dx_op_id_t id, dx_tensor_t* const* inp
                    op.name.c_str(), i);
     }
     out[i] = &outputs[i]->dl;
-    if (device_type == 0) device_type = out[i]->device.device_type;
+    if (device_type == 0) device_type = DeviceTypeOf(out[i]->device);
   }
 
   dx_attr_t attr_buffer[16];
@@ -513,7 +567,7 @@ dx_status_t Invoke(dx_runtime_t* runtime, dx_op_id_t id, dx_tensor_t* const* inp
   }
 
   dx_kernel_call_t call;
-  call.struct_size = DX_STRUCT_SIZE(dx_kernel_call_t, host);
+  call.struct_size = DX_KERNEL_CALL_SIZE_1_0;
   call.kernel_data = nullptr;
   call.inputs = in;
   call.outputs = out;

@@ -1,4 +1,5 @@
-// Errors, the thread-local last error message, status names, and the host-services table.
+// Errors (the objects both sides of the ABI exchange, and the message an entry point parks
+// while it fails), status names, and the host-services table.
 #include <cstdio>
 #include <cstdlib>
 
@@ -7,7 +8,8 @@
 namespace deepx::host {
 namespace {
 
-thread_local std::string t_last_error;
+// The message of the failure the current entry point is returning; see Guard() in internal.h.
+thread_local std::string t_pending_message;
 
 // Returned when even an error cannot be allocated; destroying it is a no-op.
 dx_error g_out_of_memory_error{DX_OUT_OF_MEMORY, "out of memory (while creating an error)"};
@@ -31,13 +33,9 @@ const char* ServiceErrorMessage(const dx_error_t* error) {
 }
 
 void ServiceLog(dx_host_context_t* context, int32_t level, const char* message) {
-  static const char* const kLevels[] = {"debug", "info", "warn", "error"};
-  const char* level_name = (level >= 0 && level <= 3) ? kLevels[level] : "log";
-  const char* env = std::getenv("DEEPX_LOG_LEVEL");
-  int threshold = env ? std::atoi(env) : DX_LOG_WARN;
-  if (level < threshold) return;
-  const char* plugin = (context && context->plugin) ? context->plugin->name.c_str() : "?";
-  std::fprintf(stderr, "deepx[%s] %s: %s\n", plugin, level_name, message ? message : "");
+  const Plugin* plugin = context ? context->plugin : nullptr;
+  LogTo(plugin ? plugin->core : nullptr, level, plugin ? plugin->name.c_str() : "host",
+        message ? message : "");
 }
 
 void* ServiceHostAlloc(uint64_t size, uint64_t alignment) {
@@ -56,6 +54,11 @@ void ServiceHostFree(void* ptr) { std::free(ptr); }
 dx_error_t* ServiceRegisterKernel(dx_host_context_t* context, const dx_kernel_desc_t* desc);
 dx_error_t* ServiceRegisterSpace(dx_host_context_t* context, const dx_memory_space_desc_t* desc);
 dx_error_t* ServiceRegisterTransport(dx_host_context_t* context, const dx_transport_desc_t* desc);
+
+// ABI 1.0 hosts offer no extensions yet; plugins must cope with null (see dx_extension_t).
+const dx_extension_t* ServiceGetExtension(dx_host_context_t*, const char*, uint32_t) {
+  return nullptr;
+}
 
 }  // namespace
 
@@ -78,7 +81,8 @@ dx_error_t* ServiceRegisterTransport(dx_host_context_t* context, const dx_transp
 dx_host_t MakeServices() {
   dx_host_t h;
   std::memset(&h, 0, sizeof h);
-  h.struct_size = DX_STRUCT_SIZE(dx_host_t, register_transport);
+  h.struct_size = DX_HOST_SIZE_1_0;
+  h.get_extension = ServiceGetExtension;
   h.abi_version = DX_ABI_VERSION;
   h.error_create = ServiceErrorCreate;
   h.error_destroy = ServiceErrorDestroy;
@@ -99,15 +103,52 @@ const dx_host_t g_services = MakeServices();
 
 const dx_host_t* HostServices() { return &g_services; }
 
-const char* LastErrorMessage() { return t_last_error.c_str(); }
+void LogTo(const Core* core, int32_t level, const char* source, const std::string& message) {
+  if (core != nullptr && core->log != nullptr) {
+    core->log(core->log_user_data, level, source, message.c_str(), message.size());
+    return;
+  }
+  static const char* const kLevels[] = {"debug", "info", "warn", "error"};
+  const char* level_name = (level >= 0 && level <= 3) ? kLevels[level] : "log";
+  const char* env = std::getenv("DEEPX_LOG_LEVEL");
+  int threshold = env ? std::atoi(env) : DX_LOG_WARN;
+  if (level < threshold) return;
+  std::fprintf(stderr, "deepx[%s] %s: %s\n", source, level_name, message.c_str());
+}
+
+const std::string& PendingMessage() { return t_pending_message; }
+
+void ClearPendingMessage() { t_pending_message.clear(); }
 
 dx_status_t Fail(dx_status_t code, std::string message) {
   try {
-    t_last_error = std::move(message);
+    t_pending_message = std::move(message);
   } catch (...) {
     // Keep whatever was there: the code still says what happened.
   }
   return code;
+}
+
+dx_error_t* TakeError(dx_status_t code) noexcept {
+  if (code == DX_OK) {
+    t_pending_message.clear();
+    return nullptr;
+  }
+  dx_error_t* e;
+  if (t_pending_message.empty()) {
+    e = MakeError(code, std::string(dx_status_string(code)));
+  } else {
+    e = MakeError(code, std::move(t_pending_message));
+  }
+  t_pending_message.clear();
+  return e;
+}
+
+dx_status_t FailHandle(HandleProblem problem, const char* where, const char* param,
+                       const char* kind) {
+  return Failf(problem == HandleProblem::kNull ? DX_INVALID_ARGUMENT : DX_FAILED_PRECONDITION,
+               "%s: %s is %s (expected a live %s handle)", where, param,
+               HandleProblemText(problem), kind);
 }
 
 dx_status_t Failf(dx_status_t code, const char* fmt, ...) {
@@ -193,6 +234,19 @@ DX_EXPORT const char* dx_dtype_string(dx_dtype_t dtype) {
   }
 }
 
-DX_EXPORT const char* dx_last_error_message(void) { return LastErrorMessage(); }
+DX_EXPORT dx_status_t dx_error_code(const dx_error_t* error) {
+  return error ? error->code : DX_OK;
+}
+
+DX_EXPORT const char* dx_error_message(const dx_error_t* error, size_t* out_length) {
+  if (error == nullptr) {
+    if (out_length) *out_length = 0;
+    return "";
+  }
+  if (out_length) *out_length = error->message.size();
+  return error->message.c_str();
+}
+
+DX_EXPORT void dx_error_destroy(dx_error_t* error) { ServiceErrorDestroy(error); }
 
 }  // extern "C"

@@ -1,14 +1,19 @@
-// Internal types of the host runtime. Nothing here crosses the ABI: the C API in api_*.cc
-// converts between these and the opaque handles of deepx/host.h.
+// Internal types of the host runtime. Nothing here crosses the ABI: the entry points (api.cc,
+// tensor.cc, dispatch.cc, safetensors.cc) resolve the handles of deepx/host.h into these types
+// (handles.h) and turn their statuses into error objects (Guard()).
 #ifndef DEEPX_HOST_SRC_INTERNAL_H_
 #define DEEPX_HOST_SRC_INTERNAL_H_
+
+#include <pthread.h>
 
 #include <atomic>
 #include <cstdarg>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <deque>
 #include <mutex>
+#include <shared_mutex>
 #include <new>
 #include <string>
 #include <string_view>
@@ -17,6 +22,8 @@
 
 #include "deepx/host.h"
 #include "deepx/plugin.h"
+#include "deepx/safetensors.h"
+#include "handles.h"
 
 // The error object plugins and the host exchange. Layout private to the host.
 struct dx_error {
@@ -28,32 +35,49 @@ namespace deepx::host {
 
 // ---- errors ----------------------------------------------------------------------------------
 
-// Records `message` as the calling thread's last error and returns `code`.
+// Inside one entry point, failures travel as a dx_status_t code with the message parked in a
+// thread-local slot; Guard() turns the two into the error object the entry point returns. The
+// slot never outlives the call (Guard clears it on entry and takes it on exit), so nothing of
+// one call's error can reach another call, on this thread or any other.
+
+// Parks `message` for the current entry point and returns `code`.
 dx_status_t Fail(dx_status_t code, std::string message);
 // printf-style Fail.
 dx_status_t Failf(dx_status_t code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-// The calling thread's last error message.
-const char* LastErrorMessage();
-// Takes ownership of a plugin error: records its message (prefixed) and returns its code.
+// The message parked by the last Fail() of the current entry point ("" when none).
+const std::string& PendingMessage();
+// Forgets the parked message.
+void ClearPendingMessage();
+// Takes ownership of a plugin error: parks its message (prefixed) and returns its code.
 dx_status_t FailFromError(dx_error_t* error, std::string_view prefix);
+// The error object for `code` and the parked message (null for DX_OK); clears the slot.
+dx_error_t* TakeError(dx_status_t code) noexcept;
+// Sends a log message to the runtime's callback, or to stderr (DEEPX_LOG_LEVEL threshold) when
+// it has none or `core` is null. `source` is "host" or a plugin's name.
+void LogTo(const struct Core* core, int32_t level, const char* source, const std::string& message);
 // The services table every plugin receives.
 const dx_host_t* HostServices();
 // Creates an error object (used by the host itself for errors returned to plugins).
 dx_error_t* MakeError(dx_status_t code, std::string message);
 void DestroyError(dx_error_t* error);
 
-// Runs `body` and converts any C++ exception into a status: nothing escapes an entry point.
+// Runs an entry point's `body` (which returns a dx_status_t), converts any C++ exception into
+// a status, and returns the error object the client API hands out: nothing escapes an entry
+// point, and no message is left behind.
 template <class Body>
-dx_status_t Guard(Body&& body) noexcept {
+dx_error_t* Guard(Body&& body) noexcept {
+  ClearPendingMessage();
+  dx_status_t code;
   try {
-    return body();
+    code = body();
   } catch (const std::bad_alloc&) {
-    return Fail(DX_OUT_OF_MEMORY, "out of memory");
+    code = Fail(DX_OUT_OF_MEMORY, "out of memory");
   } catch (const std::exception& e) {
-    return Fail(DX_INTERNAL, std::string("internal error: ") + e.what());
+    code = Fail(DX_INTERNAL, std::string("internal error: ") + e.what());
   } catch (...) {
-    return Fail(DX_INTERNAL, "internal error: unknown exception");
+    code = Fail(DX_INTERNAL, "internal error: unknown exception");
   }
+  return TakeError(code);
 }
 
 // ---- dtypes ------------------------------------------------------------------------------------
@@ -67,6 +91,13 @@ inline DLDataType UnpackDtype(dx_dtype_t d) {
   t.bits = static_cast<uint8_t>((d >> 8) & 0xFFu);
   t.lanes = static_cast<uint16_t>(d >> 16);
   return t;
+}
+// The device type of a DLDevice as an integer. An imported tensor may carry a value outside
+// DLDeviceType's enumerators; loading the field as the enum would be undefined.
+inline int32_t DeviceTypeOf(const DLDevice& device) {
+  int32_t type = 0;
+  std::memcpy(&type, &device.device_type, sizeof type);
+  return type;
 }
 // True for the dtypes deepx knows (OPS.md groups F, I, B; lanes 1).
 bool IsKnownDtype(dx_dtype_t d);
@@ -151,6 +182,8 @@ struct Plugin {
   void* library = nullptr;
   void* state = nullptr;
   void (*shutdown)(void*) = nullptr;
+  const dx_extension_t* (*get_extension)(void*, const char*, uint32_t) = nullptr;
+  const struct Core* core = nullptr;  // the runtime that loaded it (owns it)
   int32_t num_kernels = 0, num_memory_spaces = 0, num_transports = 0;
   bool concurrent = false;
   int32_t certification = DX_CERTIFICATION_NONE;
@@ -160,28 +193,62 @@ struct Plugin {
   dx_host_context context;
 };
 
-// The runtime's state. Shared by the runtime handle and every tensor storage it allocated, so
-// plugins are shut down only when the runtime is destroyed and no storage still needs them.
+// A reader-writer lock that prefers the writer: once a plugin load waits to commit, new
+// readers wait behind it, so threads that invoke without pause cannot starve a load (glibc's
+// default rwlock, behind std::shared_mutex, lets them). Readers must not nest. Usable with
+// std::shared_lock and std::unique_lock.
+class RegistryLock {
+ public:
+  RegistryLock() {
+    pthread_rwlockattr_t attr;
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&lock_, &attr);
+    pthread_rwlockattr_destroy(&attr);
+  }
+  ~RegistryLock() { pthread_rwlock_destroy(&lock_); }
+  RegistryLock(const RegistryLock&) = delete;
+  RegistryLock& operator=(const RegistryLock&) = delete;
+  void lock() { pthread_rwlock_wrlock(&lock_); }
+  void unlock() { pthread_rwlock_unlock(&lock_); }
+  void lock_shared() { pthread_rwlock_rdlock(&lock_); }
+  void unlock_shared() { pthread_rwlock_unlock(&lock_); }
+
+ private:
+  pthread_rwlock_t lock_;
+};
+
+// The runtime's state. Shared by the runtime handle, every tensor and every tensor storage it
+// allocated, so plugins are shut down only when the runtime handle is destroyed and no tensor or
+// storage still needs them.
+//
+// Concurrency: `plugins`, `ops`, `op_ids`, `spaces` and `transports` change only when a plugin
+// loads. Readers hold `registry` shared for as long as they use them (an invoke, for the whole
+// call); LoadPlugin() holds `loading` for the whole load (loads are serialised) and `registry`
+// exclusively only to commit what the plugin registered. Elements of `spaces` never move
+// (a deque), so a Storage may keep a pointer to its space without the lock.
 struct Core {
   std::vector<std::string> search_dirs;  // options, then DEEPX_PLUGIN_PATH, then bundled
   std::vector<std::string> certificate_dirs;  // options, then DEEPX_CERTIFICATE_PATH
   bool require_certified = false;
+  mutable RegistryLock registry;
+  std::mutex loading;
   std::vector<std::unique_ptr<Plugin>> plugins;
   std::vector<Op> ops;
   std::unordered_map<std::string, dx_op_id_t> op_ids;
-  std::vector<MemorySpace> spaces;
+  std::deque<MemorySpace> spaces;
   std::vector<Transport> transports;
+  std::atomic<int64_t> live_tensors{0};  // tensor handles of this runtime not yet destroyed
+  dx_log_fn log = nullptr;               // the options' callback, or null for stderr
+  void* log_user_data = nullptr;
   ~Core();
   const MemorySpace* FindSpace(DLDevice device) const;
 };
 
-}  // namespace deepx::host
-
-struct dx_runtime {
-  std::shared_ptr<deepx::host::Core> core;
+// What a runtime handle names.
+struct Runtime {
+  std::shared_ptr<Core> core;
 };
-
-namespace deepx::host {
 
 // Tensor storage: refcounted; freed through its memory space, or through the DLPack deleter of
 // an imported tensor, exactly once.
@@ -200,20 +267,26 @@ struct Storage {
   void Release();
 };
 
-}  // namespace deepx::host
-
-struct dx_tensor {
+// What a tensor handle names: a view of a storage. Keeps its runtime's Core alive.
+struct Tensor {
   DLTensor dl{};
   std::vector<int64_t> shape;
   std::vector<int64_t> strides;
-  deepx::host::Storage* storage = nullptr;
+  Storage* storage = nullptr;
   int32_t device_index = -1;
-  ~dx_tensor() {
+  std::shared_ptr<Core> core;  // counted in core->live_tensors while set
+  Tensor() = default;
+  Tensor(const Tensor&) = delete;
+  Tensor& operator=(const Tensor&) = delete;
+  void SetCore(std::shared_ptr<Core> c) {
+    core = std::move(c);
+    if (core) core->live_tensors.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~Tensor() {
     if (storage) storage->Release();
+    if (core) core->live_tensors.fetch_sub(1, std::memory_order_relaxed);
   }
 };
-
-namespace deepx::host {
 
 struct AttrItem {
   std::string name;
@@ -227,10 +300,9 @@ struct AttrItem {
 // Fills a dx_attr_t view of `item` (pointers into `item`).
 dx_attr_t AttrView(const AttrItem& item);
 
-}  // namespace deepx::host
-
-struct dx_attrs {
-  std::vector<deepx::host::AttrItem> items;
+// What an attribute-list handle names.
+struct Attrs {
+  std::vector<AttrItem> items;
   // Cache of the schema-ordered view for one op (rebuilt when the op or the items change).
   std::mutex cache_mutex;
   uint64_t generation = 1;
@@ -240,9 +312,60 @@ struct dx_attrs {
   std::vector<dx_attr_t> cache;
 };
 
-namespace deepx::host {
+// ---- handles ---------------------------------------------------------------------------------
 
-// Loads a plugin (loader.cc).
+template <class T> constexpr HandleKind KindOf();
+template <> constexpr HandleKind KindOf<Runtime>() { return HandleKind::kRuntime; }
+template <> constexpr HandleKind KindOf<Tensor>() { return HandleKind::kTensor; }
+template <> constexpr HandleKind KindOf<Attrs>() { return HandleKind::kAttrs; }
+template <class T> constexpr const char* KindName();
+template <> constexpr const char* KindName<Runtime>() { return "runtime"; }
+template <> constexpr const char* KindName<Tensor>() { return "tensor"; }
+template <> constexpr const char* KindName<Attrs>() { return "attribute list"; }
+
+// The status for a refused handle: null is INVALID_ARGUMENT, anything else
+// FAILED_PRECONDITION; the message names the call, the parameter and the reason.
+dx_status_t FailHandle(HandleProblem problem, const char* where, const char* param,
+                       const char* kind);
+
+// Resolves a handle of the client API into its object; on failure parks the message and
+// returns the status. `param` names the parameter in the message.
+template <class T>
+dx_status_t Resolve(const void* handle, const char* where, const char* param, T** out) {
+  HandleProblem problem;
+  void* object = Handles(KindOf<T>()).Get(reinterpret_cast<uint64_t>(handle), &problem);
+  if (object == nullptr) return FailHandle(problem, where, param, KindName<T>());
+  *out = static_cast<T*>(object);
+  return DX_OK;
+}
+
+// Issues a handle for a new object; on success the handle owns it (it is deleted when the
+// handle is destroyed). On failure the object is deleted and the status returned.
+template <class T, class H>
+dx_status_t Issue(std::unique_ptr<T> object, H** out_handle, const char* where) {
+  uint64_t h = Handles(KindOf<T>()).Add(object.get());
+  if (h == 0) {
+    return Failf(DX_RESOURCE_EXHAUSTED, "%s: no %s handle is free (2^24 live handles)", where,
+                 KindName<T>());
+  }
+  object.release();
+  *out_handle = reinterpret_cast<H*>(h);
+  return DX_OK;
+}
+
+// Destroys a handle and deletes its object. Null is a no-op.
+template <class T>
+dx_status_t Retire(const void* handle, const char* where, const char* param) {
+  if (handle == nullptr) return DX_OK;
+  HandleProblem problem;
+  void* object = Handles(KindOf<T>()).Remove(reinterpret_cast<uint64_t>(handle), &problem);
+  if (object == nullptr) return FailHandle(problem, where, param, KindName<T>());
+  delete static_cast<T*>(object);
+  return DX_OK;
+}
+
+
+// Loads a plugin (loader.cc). Takes core->loading, and core->registry to commit.
 dx_status_t LoadPlugin(const std::shared_ptr<Core>& core, const char* name_or_path,
                        int32_t* out_index);
 // Lists the plugin files in the search dirs, first occurrence of a name wins.
@@ -254,6 +377,9 @@ std::string BundledPluginDir();
 
 // Finds and checks the plugin's certificate; marks the pending kernels it covers (certificate.cc).
 void EvaluateCertificate(const Core& core, Plugin& plugin, std::vector<PendingKernel>& kernels);
+// The certificate parser alone, for host/fuzz/fuzz_certificate.cc: parses the file at `path` as
+// a certificate of plugin "fuzz"; false with `why` set when it is refused (certificate.cc).
+bool ParseCertificateForFuzzing(const std::string& path, std::string* why);
 std::vector<std::string> SplitPath(const char* value);
 
 // Op schemas (dispatch.cc).
@@ -262,6 +388,17 @@ const OpSchema* FindSchema(std::string_view op_name);
 // Tensor helpers (tensor.cc).
 bool IsCompact(const DLTensor& t);
 int64_t Numel(const DLTensor& t);
+// A new compact tensor in device `device_index` of `core` (the caller holds core->registry).
+dx_status_t CreateTensor(const std::shared_ptr<Core>& core, int32_t device_index,
+                         dx_dtype_t dtype, const int64_t* shape, int32_t ndim,
+                         std::unique_ptr<Tensor>* out, const char* where);
+// A new view of `base`'s storage; refuses a view that reaches outside it.
+dx_status_t ViewTensor(const Tensor* base, const int64_t* shape, const int64_t* strides,
+                       int32_t ndim, int64_t elem_offset, std::unique_ptr<Tensor>* out,
+                       const char* where);
+// Host <-> tensor copies on resolved tensors (the entry points' bodies).
+dx_status_t TensorWrite(Tensor* tensor, const void* data, uint64_t size, const char* where);
+dx_status_t TensorRead(const Tensor* tensor, void* data, uint64_t size, const char* where);
 
 }  // namespace deepx::host
 

@@ -4,10 +4,14 @@
 // mapped for the life of the process, so no pointer into it can dangle (ARCHITECTURE.md, rule 11).
 #include <dirent.h>
 #include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdlib>
 #include <set>
 
@@ -151,13 +155,13 @@ dx_error_t* RegisterKernel(dx_host_context_t* context, const dx_kernel_desc_t* d
     }
     if (desc == nullptr) return MakeError(DX_INVALID_ARGUMENT, "register_kernel: desc is null");
     const std::string& plugin = context->plugin->name;
-    constexpr size_t kKnown = DX_STRUCT_SIZE(dx_kernel_desc_t, cost);
-    constexpr size_t kMinimum = DX_STRUCT_SIZE(dx_kernel_desc_t, forward);
+    constexpr size_t kKnown = DX_KERNEL_DESC_SIZE_1_0;
+    constexpr size_t kMinimum = DX_KERNEL_DESC_MIN_SIZE_1_0;
     if (desc->struct_size < kMinimum) {
       return MakeError(DX_INVALID_ARGUMENT,
                        "register_kernel (plugin '" + plugin + "'): struct_size " +
                            std::to_string(desc->struct_size) + " is smaller than the 1.0 minimum " +
-                           std::to_string(kMinimum) + "; set it with DX_STRUCT_SIZE()");
+                           std::to_string(kMinimum) + "; set it to DX_KERNEL_DESC_SIZE_1_0");
     }
     dx_kernel_desc_t d = ReadStruct(desc, kKnown);
     if (!ValidOpName(d.op_name)) {
@@ -232,8 +236,8 @@ dx_error_t* RegisterMemorySpace(dx_host_context_t* context, const dx_memory_spac
       return MakeError(DX_INVALID_ARGUMENT, "register_memory_space: desc is null");
     }
     const std::string& plugin = context->plugin->name;
-    constexpr size_t kKnown = DX_STRUCT_SIZE(dx_memory_space_desc_t, stats);
-    constexpr size_t kMinimum = DX_STRUCT_SIZE(dx_memory_space_desc_t, copy);
+    constexpr size_t kKnown = DX_MEMORY_SPACE_DESC_SIZE_1_0;
+    constexpr size_t kMinimum = DX_MEMORY_SPACE_DESC_MIN_SIZE_1_0;
     if (desc->struct_size < kMinimum) {
       return MakeError(DX_INVALID_ARGUMENT, "register_memory_space (plugin '" + plugin +
                                                 "'): struct_size " +
@@ -242,6 +246,7 @@ dx_error_t* RegisterMemorySpace(dx_host_context_t* context, const dx_memory_spac
                                                 std::to_string(kMinimum));
     }
     dx_memory_space_desc_t d = ReadStruct(desc, kKnown);
+    d.next = nullptr;  // borrowed for the registration call only
     if (d.name == nullptr || !ValidPluginName(d.name) ) {
       // Space names follow plugin-name rules plus ':' for device ids ("cuda:0").
       bool ok = d.name != nullptr && std::strlen(d.name) > 0 && std::strlen(d.name) < 64;
@@ -309,12 +314,13 @@ dx_error_t* RegisterTransport(dx_host_context_t* context, const dx_transport_des
     }
     if (desc == nullptr) return MakeError(DX_INVALID_ARGUMENT, "register_transport: desc is null");
     const std::string& plugin = context->plugin->name;
-    constexpr size_t kKnown = DX_STRUCT_SIZE(dx_transport_desc_t, test);
-    if (desc->struct_size < kKnown) {
+    constexpr size_t kKnown = DX_TRANSPORT_DESC_SIZE_1_0;
+    if (desc->struct_size < DX_TRANSPORT_DESC_MIN_SIZE_1_0) {
       return MakeError(DX_INVALID_ARGUMENT, "register_transport (plugin '" + plugin +
                                                 "'): struct_size too small for ABI 1.0");
     }
     dx_transport_desc_t d = ReadStruct(desc, kKnown);
+    d.next = nullptr;  // borrowed for the registration call only
     if (!ValidPluginName(d.name)) {
       return MakeError(DX_INVALID_ARGUMENT, "register_transport (plugin '" + plugin +
                                                 "'): name must be 1-63 chars of [a-z0-9_.-]");
@@ -351,11 +357,92 @@ dx_error_t* RegisterTransport(dx_host_context_t* context, const dx_transport_des
 
 namespace {
 
+#if defined(__x86_64__)
+constexpr uint16_t kElfMachine = EM_X86_64;
+#elif defined(__aarch64__)
+constexpr uint16_t kElfMachine = EM_AARCH64;
+#else
+constexpr uint16_t kElfMachine = EM_NONE;  // not checked
+#endif
+
+// Checks, before the dynamic loader maps it, that `path` is a whole ELF shared object for this
+// machine: a truncated or foreign file would otherwise crash the process (SIGBUS on a page
+// past the end of the file) or be refused with a vague message. Reads the ELF header and the
+// program headers; every loadable segment and the section-header table must lie in the file.
+dx_status_t CheckLoadableFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    return Failf(DX_IO_ERROR, "cannot open plugin file '%s': %s", path.c_str(),
+                 std::strerror(errno));
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    return Failf(DX_IO_ERROR, "plugin file '%s' is not a regular file", path.c_str());
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  auto read_at = [&](void* out, uint64_t n, uint64_t offset) {
+    return offset <= size && n <= size - offset &&
+           ::pread(fd, out, n, static_cast<off_t>(offset)) == static_cast<ssize_t>(n);
+  };
+  Elf64_Ehdr eh;
+  if (!read_at(&eh, sizeof eh, 0) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) {
+    return Failf(DX_IO_ERROR, "plugin file '%s' is not an ELF shared object (%llu bytes%s)",
+                 path.c_str(), static_cast<unsigned long long>(size),
+                 size < sizeof eh ? ", shorter than an ELF header: truncated?" : "");
+  }
+  if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB) {
+    return Failf(DX_IO_ERROR, "plugin file '%s' is not a 64-bit little-endian ELF object",
+                 path.c_str());
+  }
+  if (eh.e_type != ET_DYN) {
+    return Failf(DX_IO_ERROR, "plugin file '%s' is an ELF object but not a shared library",
+                 path.c_str());
+  }
+  if (kElfMachine != EM_NONE && eh.e_machine != kElfMachine) {
+    return Failf(DX_IO_ERROR, "plugin file '%s' was built for another machine (ELF e_machine %u)",
+                 path.c_str(), static_cast<unsigned>(eh.e_machine));
+  }
+  if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0) {
+    return Failf(DX_IO_ERROR, "plugin file '%s' has a malformed program-header table",
+                 path.c_str());
+  }
+  const uint64_t sh_end = eh.e_shoff + static_cast<uint64_t>(eh.e_shnum) * eh.e_shentsize;
+  if (eh.e_shoff > size || sh_end > size) {
+    return Failf(DX_IO_ERROR,
+                 "plugin file '%s' is truncated: its section headers end at byte %llu of %llu",
+                 path.c_str(), static_cast<unsigned long long>(sh_end),
+                 static_cast<unsigned long long>(size));
+  }
+  for (uint16_t i = 0; i < eh.e_phnum; ++i) {
+    Elf64_Phdr ph;
+    if (!read_at(&ph, sizeof ph, eh.e_phoff + static_cast<uint64_t>(i) * sizeof ph)) {
+      return Failf(DX_IO_ERROR, "plugin file '%s' is truncated: program header %u is missing",
+                   path.c_str(), static_cast<unsigned>(i));
+    }
+    if (ph.p_type == PT_LOAD && (ph.p_offset > size || ph.p_filesz > size - ph.p_offset)) {
+      return Failf(DX_IO_ERROR,
+                   "plugin file '%s' is truncated: a loadable segment ends at byte %llu of %llu",
+                   path.c_str(), static_cast<unsigned long long>(ph.p_offset + ph.p_filesz),
+                   static_cast<unsigned long long>(size));
+    }
+  }
+  return DX_OK;
+}
+
 dx_status_t ResolvePath(const Core& core, const char* name_or_path, std::string* out_path) {
   std::string arg(name_or_path);
   if (arg.find('/') != std::string::npos) {
-    if (!FileExists(arg)) {
+    struct stat st;
+    if (::stat(arg.c_str(), &st) != 0) {
       return Failf(DX_NOT_FOUND, "plugin file '%s' does not exist", arg.c_str());
+    }
+    if (!S_ISREG(st.st_mode)) {
+      return Failf(DX_IO_ERROR, "plugin file '%s' is not a regular file (%s)", arg.c_str(),
+                   S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a special file");
     }
     char* real = ::realpath(arg.c_str(), nullptr);
     *out_path = real ? real : arg;
@@ -388,6 +475,9 @@ dx_status_t ResolvePath(const Core& core, const char* name_or_path, std::string*
 
 dx_status_t LoadPlugin(const std::shared_ptr<Core>& core, const char* name_or_path,
                        int32_t* out_index) {
+  // Loads are serialised; only this thread changes the registries until the lock is released,
+  // so reading them below needs no registry lock (the commit takes it exclusively).
+  std::lock_guard<std::mutex> loading(core->loading);
   std::string path;
   if (dx_status_t st = ResolvePath(*core, name_or_path, &path); st != DX_OK) return st;
   for (const auto& p : core->plugins) {
@@ -397,6 +487,7 @@ dx_status_t LoadPlugin(const std::shared_ptr<Core>& core, const char* name_or_pa
     }
   }
 
+  if (dx_status_t st = CheckLoadableFile(path); st != DX_OK) return st;
   ::dlerror();
   void* library = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (library == nullptr) {
@@ -443,13 +534,13 @@ dx_status_t LoadPlugin(const std::shared_ptr<Core>& core, const char* name_or_pa
                  VersionString(kHostAbiMin).c_str(), VersionString(kHostAbiMax).c_str(),
                  DX_ABI_VERSION_MAJOR, DX_VERSION_MAJOR(plugin_abi));
   }
-  constexpr size_t kKnown = DX_STRUCT_SIZE(dx_plugin_t, shutdown);
-  constexpr size_t kMinimum = DX_STRUCT_SIZE(dx_plugin_t, init);
+  constexpr size_t kKnown = DX_PLUGIN_SIZE_1_0;
+  constexpr size_t kMinimum = DX_PLUGIN_MIN_SIZE_1_0;
   if (raw->struct_size < kMinimum) {
     ::dlclose(library);
     return Failf(DX_PLUGIN_ERROR,
                  "plugin '%s': dx_plugin_t.struct_size is %zu, smaller than the ABI 1.0 minimum "
-                 "%zu; set it with DX_STRUCT_SIZE(dx_plugin_t, shutdown).",
+                 "%zu; set it with DX_PLUGIN_SIZE_1_0.",
                  path.c_str(), raw->struct_size, kMinimum);
   }
   dx_plugin_t d = ReadStruct(raw, kKnown);
@@ -484,6 +575,8 @@ dx_status_t LoadPlugin(const std::shared_ptr<Core>& core, const char* name_or_pa
   plugin->concurrent = (d.capabilities & DX_PLUGIN_CAP_CONCURRENT_KERNELS) != 0;
   plugin->library = library;
   plugin->shutdown = d.shutdown;
+  plugin->get_extension = d.get_extension;
+  plugin->core = core.get();
   plugin->context.plugin = plugin.get();
   plugin->context.registering = true;
 
@@ -530,13 +623,13 @@ dx_status_t LoadPlugin(const std::shared_ptr<Core>& core, const char* name_or_pa
 
   EvaluateCertificate(*core, *plugin, plugin->context.kernels);
 
-  // Commit. Reserve first so nothing below can throw half-way.
+  // Commit, with readers held off. Reserve first so nothing below can throw half-way.
+  std::unique_lock<RegistryLock> registry(core->registry);
   size_t new_ops = 0;
   for (const auto& k : plugin->context.kernels) {
     if (core->op_ids.find(k.op_name) == core->op_ids.end()) ++new_ops;
   }
   core->ops.reserve(core->ops.size() + new_ops);
-  core->spaces.reserve(core->spaces.size() + plugin->context.spaces.size());
   core->transports.reserve(core->transports.size() + plugin->context.transports.size());
   core->plugins.reserve(core->plugins.size() + 1);
   for (auto& k : plugin->context.kernels) {
@@ -591,9 +684,11 @@ Core::~Core() {
 }
 
 const MemorySpace* Core::FindSpace(DLDevice device) const {
+  // An imported DLPack tensor may carry any device_type value, including none of the enum's:
+  // compare the integers, never load it as the enum.
+  const int32_t type = DeviceTypeOf(device);
   for (const auto& s : spaces) {
-    if (s.desc.device.device_type == device.device_type &&
-        s.desc.device.device_id == device.device_id) {
+    if (DeviceTypeOf(s.desc.device) == type && s.desc.device.device_id == device.device_id) {
       return &s;
     }
   }

@@ -492,36 +492,28 @@ bool WriteAll(int fd, const void* data, uint64_t size) {
 
 // ---- tensors -----------------------------------------------------------------------------------
 
-bool HostAccessibleCompact(const dx_tensor_t* t) {
+bool HostAccessibleCompact(const Tensor* t) {
   return t->storage != nullptr && t->storage->space != nullptr &&
          t->storage->space->HostAccessible() && IsCompact(t->dl);
 }
-char* FirstByte(const dx_tensor_t* t) {
+char* FirstByte(const Tensor* t) {
   return static_cast<char*>(t->dl.data) + t->dl.byte_offset;
 }
 
-struct TensorDeleter {
-  void operator()(dx_tensor_t* t) const { delete t; }
-};
-using OwnedTensor = std::unique_ptr<dx_tensor_t, TensorDeleter>;
+using OwnedTensor = std::unique_ptr<Tensor>;
 
-}  // namespace
-}  // namespace deepx::host
-
-struct dx_safetensors {
+// What a safetensors handle names: the file's entries, each with the tensor it was loaded into.
+struct SafetensorsFile {
   struct Entry {
     std::string name;
     dx_dtype_t dtype = 0;
     std::vector<int64_t> shape;
     uint64_t begin = 0, end = 0;
-    deepx::host::OwnedTensor tensor;
+    OwnedTensor tensor;
   };
   std::vector<Entry> entries;  // by ascending data offset
   std::vector<std::pair<std::string, std::string>> metadata;
 };
-
-namespace deepx::host {
-namespace {
 
 // ---- load --------------------------------------------------------------------------------------
 
@@ -531,7 +523,7 @@ dx_status_t Malformed(const std::string& path, const std::string& what) {
 
 // Checks the parsed header against the data section and fills `file` (without tensors).
 dx_status_t ReadHeader(const std::string& path, const Json& header, uint64_t data_size,
-                       dx_safetensors* file) {
+                       SafetensorsFile* file) {
   if (header.kind != Json::Kind::kObject) return Malformed(path, "the header is not a JSON object");
   for (const auto& [name, value] : header.members) {
     if (name == kMetadataKey) {
@@ -554,6 +546,8 @@ dx_status_t ReadHeader(const std::string& path, const Json& header, uint64_t dat
     }
     const std::string who = "tensor " + Quote(name);
     if (name.find('\0') != std::string::npos) return Malformed(path, who + ": the name contains a NUL character");
+    // dx_safetensors_save() refuses an empty name, so a file with one could not be written back.
+    if (name.empty()) return Malformed(path, "a tensor has an empty name");
     if (value.kind != Json::Kind::kObject) {
       return Malformed(path, who + ": the entry is " + KindName(value.kind) + ", not an object");
     }
@@ -570,7 +564,7 @@ dx_status_t ReadHeader(const std::string& path, const Json& header, uint64_t dat
     if (offsets == nullptr) return Malformed(path, who + ": no \"data_offsets\"");
     if (dtype->kind != Json::Kind::kString) return Malformed(path, who + ": \"dtype\" is not a string");
 
-    dx_safetensors::Entry entry;
+    SafetensorsFile::Entry entry;
     entry.name = name;
     for (const auto& d : kFormatDtypes) {
       if (dtype->text == d.name) entry.dtype = d.dtype;
@@ -654,7 +648,7 @@ dx_status_t ReadHeader(const std::string& path, const Json& header, uint64_t dat
   return DX_OK;
 }
 
-dx_status_t CheckBools(const std::string& path, const dx_safetensors::Entry& e,
+dx_status_t CheckBools(const std::string& path, const SafetensorsFile::Entry& e,
                        const unsigned char* data, uint64_t size) {
   if (e.dtype != DX_DTYPE_BOOL) return DX_OK;
   for (uint64_t i = 0; i < size; ++i) {
@@ -666,14 +660,16 @@ dx_status_t CheckBools(const std::string& path, const dx_safetensors::Entry& e,
   return DX_OK;
 }
 
-dx_status_t Load(dx_runtime_t* runtime, const std::string& path, int32_t device_index,
-                 dx_safetensors_t** out_file) {
+dx_status_t Load(Runtime* runtime, const std::string& path, int32_t device_index,
+                 std::unique_ptr<SafetensorsFile>* out_file) {
   const Core& core = *runtime->core;
+  std::shared_lock<RegistryLock> registry(runtime->core->registry);
   if (device_index < 0 || device_index >= static_cast<int32_t>(core.spaces.size())) {
     return Failf(DX_OUT_OF_RANGE, "dx_safetensors_load: device index %d out of range (%zu devices)",
                  device_index, core.spaces.size());
   }
-  File f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (it is then refused as not a regular file).
+  File f(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (f.fd() < 0) {
     const int err = errno;
     return Fail(err == ENOENT ? DX_NOT_FOUND : DX_IO_ERROR,
@@ -718,7 +714,7 @@ dx_status_t Load(dx_runtime_t* runtime, const std::string& path, int32_t device_
   JsonParser parser(header_text);
   if (!parser.ParseDocument(&header)) return Malformed(path, "bad JSON: " + parser.error());
 
-  auto file = std::make_unique<dx_safetensors>();
+  auto file = std::make_unique<SafetensorsFile>();
   const uint64_t data_start = 8 + header_size;
   if (dx_status_t s = ReadHeader(path, header, file_size - data_start, file.get()); s != DX_OK) {
     return s;
@@ -726,13 +722,13 @@ dx_status_t Load(dx_runtime_t* runtime, const std::string& path, int32_t device_
   const MemorySpace& space = core.spaces[device_index];
   std::vector<unsigned char> staging;
   for (auto& e : file->entries) {
-    dx_tensor_t* raw = nullptr;
-    if (dx_status_t s = dx_tensor_create(runtime, device_index, e.dtype, e.shape.data(),
-                                         static_cast<int32_t>(e.shape.size()), &raw);
+    if (dx_status_t s = CreateTensor(runtime->core, device_index, e.dtype, e.shape.data(),
+                                     static_cast<int32_t>(e.shape.size()), &e.tensor,
+                                     "dx_safetensors_load");
         s != DX_OK) {
-      return Fail(s, "dx_safetensors_load: tensor " + Quote(e.name) + ": " + LastErrorMessage());
+      return Fail(s, "dx_safetensors_load: tensor " + Quote(e.name) + ": " + PendingMessage());
     }
-    e.tensor.reset(raw);
+    Tensor* raw = e.tensor.get();
     const uint64_t bytes = e.end - e.begin;
     if (bytes == 0) continue;
     const uint64_t offset = data_start + e.begin;
@@ -749,12 +745,13 @@ dx_status_t Load(dx_runtime_t* runtime, const std::string& path, int32_t device_
       staging.resize(static_cast<size_t>(bytes));
       if (!ReadAt(f.fd(), staging.data(), bytes, offset)) return read_failed();
       if (dx_status_t s = CheckBools(path, e, staging.data(), bytes); s != DX_OK) return s;
-      if (dx_status_t s = dx_tensor_write(raw, staging.data(), bytes); s != DX_OK) {
-        return Fail(s, "dx_safetensors_load: tensor " + Quote(e.name) + ": " + LastErrorMessage());
+      if (dx_status_t s = TensorWrite(raw, staging.data(), bytes, "dx_safetensors_load");
+          s != DX_OK) {
+        return Fail(s, "dx_safetensors_load: tensor " + Quote(e.name) + ": " + PendingMessage());
       }
     }
   }
-  *out_file = file.release();
+  *out_file = std::move(file);
   return DX_OK;
 }
 
@@ -762,7 +759,7 @@ dx_status_t Load(dx_runtime_t* runtime, const std::string& path, int32_t device_
 
 struct SaveItem {
   std::string name;
-  const dx_tensor_t* tensor = nullptr;
+  const Tensor* tensor = nullptr;
   const char* format_dtype = nullptr;
   uint64_t elem_bytes = 0;
   uint64_t bytes = 0;
@@ -780,7 +777,7 @@ struct TempFileGuard {
 
 // Copies the elements of a strided view of device memory into `out`, compact row-major: one
 // device-to-host copy of the span the view covers, then a gather on the host.
-dx_status_t GatherDeviceView(const dx_tensor_t* t, const SaveItem& item, char* out) {
+dx_status_t GatherDeviceView(const Tensor* t, const SaveItem& item, char* out) {
   const int32_t ndim = t->dl.ndim;
   const uint64_t elem = item.elem_bytes;
   uint64_t span = 1;  // elements from the first to the last one the view reaches, inclusive
@@ -811,7 +808,7 @@ dx_status_t GatherDeviceView(const dx_tensor_t* t, const SaveItem& item, char* o
 
 dx_status_t WriteTensor(int fd, const SaveItem& item, const std::string& tmp_path) {
   if (item.bytes == 0) return DX_OK;
-  const dx_tensor_t* t = item.tensor;
+  const Tensor* t = item.tensor;
   auto write_failed = [&]() {
     return Fail(DX_IO_ERROR, "dx_safetensors_save: writing tensor " + Quote(item.name) + " to '" +
                                  tmp_path + "' failed: " + SystemError(errno));
@@ -828,15 +825,16 @@ dx_status_t WriteTensor(int fd, const SaveItem& item, const std::string& tmp_pat
     // dx_tensor_read() refuses strided views of device memory: copy the byte range the view
     // spans to the host through the space, then gather the elements there.
     if (dx_status_t s = GatherDeviceView(t, item, staging.data()); s != DX_OK) return s;
-  } else if (dx_status_t s = dx_tensor_read(t, staging.data(), item.bytes); s != DX_OK) {
+  } else if (dx_status_t s = TensorRead(t, staging.data(), item.bytes, "dx_safetensors_save");
+             s != DX_OK) {
     // Strided host tensors and compact device tensors: the host's read path does it.
-    return Fail(s, "dx_safetensors_save: tensor " + Quote(item.name) + ": " + LastErrorMessage());
+    return Fail(s, "dx_safetensors_save: tensor " + Quote(item.name) + ": " + PendingMessage());
   }
   if (!WriteAll(fd, staging.data(), item.bytes)) return write_failed();
   return DX_OK;
 }
 
-dx_status_t Save(dx_runtime_t* runtime, const std::string& path, const char* const* names,
+dx_status_t Save(Runtime* runtime, const std::string& path, const char* const* names,
                  const dx_tensor_t* const* tensors, int64_t count,
                  const dx_safetensors_save_options_t* options) {
   const char* kWhere = "dx_safetensors_save";
@@ -850,12 +848,12 @@ dx_status_t Save(dx_runtime_t* runtime, const std::string& path, const char* con
     if (options->struct_size < DX_STRUCT_SIZE(dx_safetensors_save_options_t, metadata_count)) {
       return Failf(DX_INVALID_ARGUMENT,
                    "%s: options->struct_size (%zu) is unset or too small; set it with "
-                   "DX_STRUCT_SIZE(dx_safetensors_save_options_t, metadata_values)",
+                   "DX_SAFETENSORS_SAVE_OPTIONS_SIZE_1_0",
                    kWhere, options->struct_size);
     }
     std::memcpy(&opts, options,
-                std::min(options->struct_size,
-                         DX_STRUCT_SIZE(dx_safetensors_save_options_t, metadata_values)));
+                std::min<size_t>(options->struct_size,
+                         DX_SAFETENSORS_SAVE_OPTIONS_SIZE_1_0));
   }
   if (opts.metadata_count < 0) {
     return Failf(DX_INVALID_ARGUMENT, "%s: metadata_count is negative", kWhere);
@@ -888,13 +886,14 @@ dx_status_t Save(dx_runtime_t* runtime, const std::string& path, const char* con
   items.reserve(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) {
     if (names[i] == nullptr) return Failf(DX_INVALID_ARGUMENT, "%s: names[%lld] is null", kWhere, (long long)i);
-    if (tensors[i] == nullptr) {
-      return Failf(DX_INVALID_ARGUMENT, "%s: tensors[%lld] (%s) is null", kWhere, (long long)i,
+    Tensor* tensor = nullptr;
+    if (dx_status_t st = Resolve(tensors[i], kWhere, "a tensor", &tensor)) {
+      return Failf(st, "%s (tensors[%lld], %s)", PendingMessage().c_str(), (long long)i,
                    Quote(names[i]).c_str());
     }
     SaveItem item;
     item.name = names[i];
-    item.tensor = tensors[i];
+    item.tensor = tensor;
     const std::string who = std::string(kWhere) + ": tensor " + Quote(item.name);
     if (item.name.empty()) return Failf(DX_INVALID_ARGUMENT, "%s: names[%lld] is empty", kWhere, (long long)i);
     if (item.name == kMetadataKey) return Fail(DX_INVALID_ARGUMENT, who + ": the name is reserved");
@@ -1021,12 +1020,20 @@ dx_status_t Save(dx_runtime_t* runtime, const std::string& path, const char* con
   return DX_OK;
 }
 
-const dx_safetensors::Entry* EntryAt(const dx_safetensors_t* file, int64_t index, const char* where,
-                                     dx_status_t* status) {
-  if (file == nullptr) {
-    *status = Failf(DX_INVALID_ARGUMENT, "%s: file is null", where);
-    return nullptr;
-  }
+// Resolves a safetensors handle.
+dx_status_t ResolveFile(const dx_safetensors_t* handle, const char* where,
+                        const SafetensorsFile** out) {
+  HandleProblem problem;
+  void* object = Handles(HandleKind::kSafetensors).Get(reinterpret_cast<uint64_t>(handle), &problem);
+  if (object == nullptr) return FailHandle(problem, where, "file", "safetensors file");
+  *out = static_cast<const SafetensorsFile*>(object);
+  return DX_OK;
+}
+
+const SafetensorsFile::Entry* EntryAt(const dx_safetensors_t* handle, int64_t index,
+                                      const char* where, dx_status_t* status) {
+  const SafetensorsFile* file = nullptr;
+  if ((*status = ResolveFile(handle, where, &file)) != DX_OK) return nullptr;
   if (index < 0 || index >= static_cast<int64_t>(file->entries.size())) {
     *status = Failf(DX_OUT_OF_RANGE, "%s: index %lld out of range (%zu tensors)", where,
                     (long long)index, file->entries.size());
@@ -1042,47 +1049,69 @@ using namespace deepx::host;
 
 extern "C" {
 
-DX_EXPORT dx_status_t dx_safetensors_save(dx_runtime_t* runtime, const char* path,
+DX_EXPORT dx_error_t* dx_safetensors_save(dx_runtime_t* runtime, const char* path,
                                           const char* const* names,
                                           const dx_tensor_t* const* tensors, int64_t count,
                                           const dx_safetensors_save_options_t* options) {
   return Guard([&]() -> dx_status_t {
-    if (runtime == nullptr) return Fail(DX_INVALID_ARGUMENT, "dx_safetensors_save: runtime is null");
+    Runtime* rt = nullptr;
+    if (dx_status_t st = Resolve(runtime, "dx_safetensors_save", "runtime", &rt)) return st;
     if (path == nullptr || path[0] == '\0') {
       return Fail(DX_INVALID_ARGUMENT, "dx_safetensors_save: path is null or empty");
     }
-    return Save(runtime, path, names, tensors, count, options);
+    return Save(rt, path, names, tensors, count, options);
   });
 }
 
-DX_EXPORT dx_status_t dx_safetensors_load(dx_runtime_t* runtime, const char* path,
+DX_EXPORT dx_error_t* dx_safetensors_load(dx_runtime_t* runtime, const char* path,
                                           int32_t device_index, dx_safetensors_t** out_file) {
   return Guard([&]() -> dx_status_t {
-    if (runtime == nullptr) return Fail(DX_INVALID_ARGUMENT, "dx_safetensors_load: runtime is null");
+    Runtime* rt = nullptr;
+    if (dx_status_t st = Resolve(runtime, "dx_safetensors_load", "runtime", &rt)) return st;
     if (path == nullptr || path[0] == '\0') {
       return Fail(DX_INVALID_ARGUMENT, "dx_safetensors_load: path is null or empty");
     }
     if (out_file == nullptr) return Fail(DX_INVALID_ARGUMENT, "dx_safetensors_load: out_file is null");
-    return Load(runtime, path, device_index, out_file);
-  });
-}
-
-DX_EXPORT dx_status_t dx_safetensors_destroy(dx_safetensors_t* file) {
-  return Guard([&]() -> dx_status_t {
-    delete file;
+    std::unique_ptr<SafetensorsFile> file;
+    if (dx_status_t st = Load(rt, path, device_index, &file)) return st;
+    uint64_t h = Handles(HandleKind::kSafetensors).Add(file.get());
+    if (h == 0) {
+      return Fail(DX_RESOURCE_EXHAUSTED, "dx_safetensors_load: no safetensors handle is free");
+    }
+    file.release();
+    *out_file = reinterpret_cast<dx_safetensors_t*>(h);
     return DX_OK;
   });
 }
 
-DX_EXPORT dx_status_t dx_safetensors_tensor_count(const dx_safetensors_t* file, int64_t* out_count) {
-  if (file == nullptr || out_count == nullptr) {
-    return Fail(DX_INVALID_ARGUMENT, "dx_safetensors_tensor_count: null argument");
-  }
-  *out_count = static_cast<int64_t>(file->entries.size());
-  return DX_OK;
+DX_EXPORT dx_error_t* dx_safetensors_destroy(dx_safetensors_t* handle) {
+  return Guard([&]() -> dx_status_t {
+    if (handle == nullptr) return DX_OK;
+    HandleProblem problem;
+    void* object =
+        Handles(HandleKind::kSafetensors).Remove(reinterpret_cast<uint64_t>(handle), &problem);
+    if (object == nullptr) {
+      return FailHandle(problem, "dx_safetensors_destroy", "file", "safetensors file");
+    }
+    delete static_cast<SafetensorsFile*>(object);
+    return DX_OK;
+  });
 }
 
-DX_EXPORT dx_status_t dx_safetensors_tensor_info(const dx_safetensors_t* file, int64_t index,
+DX_EXPORT dx_error_t* dx_safetensors_tensor_count(const dx_safetensors_t* handle,
+                                                  int64_t* out_count) {
+  return Guard([&]() -> dx_status_t {
+    const SafetensorsFile* file = nullptr;
+    if (dx_status_t st = ResolveFile(handle, "dx_safetensors_tensor_count", &file)) return st;
+    if (out_count == nullptr) {
+      return Fail(DX_INVALID_ARGUMENT, "dx_safetensors_tensor_count: out_count is null");
+    }
+    *out_count = static_cast<int64_t>(file->entries.size());
+    return DX_OK;
+  });
+}
+
+DX_EXPORT dx_error_t* dx_safetensors_tensor_info(const dx_safetensors_t* file, int64_t index,
                                                  dx_safetensors_tensor_info_t* out_info) {
   return Guard([&]() -> dx_status_t {
     dx_status_t status = DX_OK;
@@ -1093,7 +1122,7 @@ DX_EXPORT dx_status_t dx_safetensors_tensor_info(const dx_safetensors_t* file, i
     if (declared < DX_STRUCT_SIZE(dx_safetensors_tensor_info_t, name)) {
       return Failf(DX_INVALID_ARGUMENT,
                    "dx_safetensors_tensor_info: out_info->struct_size (%zu) is unset or too small; "
-                   "set it with DX_STRUCT_SIZE(dx_safetensors_tensor_info_t, byte_size)",
+                   "set it with DX_SAFETENSORS_TENSOR_INFO_SIZE_1_0",
                    declared);
     }
     dx_safetensors_tensor_info_t full;
@@ -1104,7 +1133,7 @@ DX_EXPORT dx_status_t dx_safetensors_tensor_info(const dx_safetensors_t* file, i
     full.shape = e->shape.empty() ? nullptr : e->shape.data();
     full.data_offset = e->begin;
     full.byte_size = e->end - e->begin;
-    const size_t known = DX_STRUCT_SIZE(dx_safetensors_tensor_info_t, byte_size);
+    const size_t known = DX_SAFETENSORS_TENSOR_INFO_SIZE_1_0;
     std::memcpy(reinterpret_cast<char*>(out_info) + sizeof(size_t),
                 reinterpret_cast<const char*>(&full) + sizeof(size_t),
                 std::min(known, declared) - sizeof(size_t));
@@ -1112,10 +1141,12 @@ DX_EXPORT dx_status_t dx_safetensors_tensor_info(const dx_safetensors_t* file, i
   });
 }
 
-DX_EXPORT dx_status_t dx_safetensors_find(const dx_safetensors_t* file, const char* name,
+DX_EXPORT dx_error_t* dx_safetensors_find(const dx_safetensors_t* handle, const char* name,
                                           int64_t* out_index) {
   return Guard([&]() -> dx_status_t {
-    if (file == nullptr || name == nullptr || out_index == nullptr) {
+    const SafetensorsFile* file = nullptr;
+    if (dx_status_t st = ResolveFile(handle, "dx_safetensors_find", &file)) return st;
+    if (name == nullptr || out_index == nullptr) {
       return Fail(DX_INVALID_ARGUMENT, "dx_safetensors_find: null argument");
     }
     for (size_t i = 0; i < file->entries.size(); ++i) {
@@ -1128,7 +1159,7 @@ DX_EXPORT dx_status_t dx_safetensors_find(const dx_safetensors_t* file, const ch
   });
 }
 
-DX_EXPORT dx_status_t dx_safetensors_get_tensor(const dx_safetensors_t* file, int64_t index,
+DX_EXPORT dx_error_t* dx_safetensors_get_tensor(const dx_safetensors_t* file, int64_t index,
                                                 dx_tensor_t** out_tensor) {
   return Guard([&]() -> dx_status_t {
     dx_status_t status = DX_OK;
@@ -1137,37 +1168,53 @@ DX_EXPORT dx_status_t dx_safetensors_get_tensor(const dx_safetensors_t* file, in
     if (out_tensor == nullptr) {
       return Fail(DX_INVALID_ARGUMENT, "dx_safetensors_get_tensor: out_tensor is null");
     }
-    return dx_tensor_view(e->tensor.get(), e->shape.data(), nullptr,
-                          static_cast<int32_t>(e->shape.size()), 0, out_tensor);
+    std::unique_ptr<Tensor> view;
+    if (dx_status_t st = ViewTensor(e->tensor.get(), e->shape.data(), nullptr,
+                                    static_cast<int32_t>(e->shape.size()), 0, &view,
+                                    "dx_safetensors_get_tensor")) {
+      return st;
+    }
+    view->SetCore(e->tensor->core);
+    return Issue(std::move(view), out_tensor, "dx_safetensors_get_tensor");
   });
 }
 
-DX_EXPORT dx_status_t dx_safetensors_metadata_count(const dx_safetensors_t* file,
+DX_EXPORT dx_error_t* dx_safetensors_metadata_count(const dx_safetensors_t* handle,
                                                     int64_t* out_count) {
-  if (file == nullptr || out_count == nullptr) {
-    return Fail(DX_INVALID_ARGUMENT, "dx_safetensors_metadata_count: null argument");
-  }
-  *out_count = static_cast<int64_t>(file->metadata.size());
-  return DX_OK;
-}
-
-DX_EXPORT dx_status_t dx_safetensors_metadata(const dx_safetensors_t* file, int64_t index,
-                                              const char** out_key, const char** out_value) {
-  if (file == nullptr) return Fail(DX_INVALID_ARGUMENT, "dx_safetensors_metadata: file is null");
-  if (index < 0 || index >= static_cast<int64_t>(file->metadata.size())) {
-    return Failf(DX_OUT_OF_RANGE, "dx_safetensors_metadata: index %lld out of range (%zu entries)",
-                 (long long)index, file->metadata.size());
-  }
-  const auto& m = file->metadata[static_cast<size_t>(index)];
-  if (out_key) *out_key = m.first.c_str();
-  if (out_value) *out_value = m.second.c_str();
-  return DX_OK;
-}
-
-DX_EXPORT dx_status_t dx_safetensors_metadata_find(const dx_safetensors_t* file, const char* key,
-                                                   const char** out_value) {
   return Guard([&]() -> dx_status_t {
-    if (file == nullptr || key == nullptr || out_value == nullptr) {
+    const SafetensorsFile* file = nullptr;
+    if (dx_status_t st = ResolveFile(handle, "dx_safetensors_metadata_count", &file)) return st;
+    if (out_count == nullptr) {
+      return Fail(DX_INVALID_ARGUMENT, "dx_safetensors_metadata_count: out_count is null");
+    }
+    *out_count = static_cast<int64_t>(file->metadata.size());
+    return DX_OK;
+  });
+}
+
+DX_EXPORT dx_error_t* dx_safetensors_metadata(const dx_safetensors_t* handle, int64_t index,
+                                              const char** out_key, const char** out_value) {
+  return Guard([&]() -> dx_status_t {
+    const SafetensorsFile* file = nullptr;
+    if (dx_status_t st = ResolveFile(handle, "dx_safetensors_metadata", &file)) return st;
+    if (index < 0 || index >= static_cast<int64_t>(file->metadata.size())) {
+      return Failf(DX_OUT_OF_RANGE,
+                   "dx_safetensors_metadata: index %lld out of range (%zu entries)",
+                   (long long)index, file->metadata.size());
+    }
+    const auto& m = file->metadata[static_cast<size_t>(index)];
+    if (out_key) *out_key = m.first.c_str();
+    if (out_value) *out_value = m.second.c_str();
+    return DX_OK;
+  });
+}
+
+DX_EXPORT dx_error_t* dx_safetensors_metadata_find(const dx_safetensors_t* handle,
+                                                   const char* key, const char** out_value) {
+  return Guard([&]() -> dx_status_t {
+    const SafetensorsFile* file = nullptr;
+    if (dx_status_t st = ResolveFile(handle, "dx_safetensors_metadata_find", &file)) return st;
+    if (key == nullptr || out_value == nullptr) {
       return Fail(DX_INVALID_ARGUMENT, "dx_safetensors_metadata_find: null argument");
     }
     for (const auto& m : file->metadata) {

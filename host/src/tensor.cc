@@ -79,14 +79,24 @@ dx_status_t CheckedNumel(const int64_t* shape, int32_t ndim, uint64_t elem_bytes
   }
   if (ndim > 0 && shape == nullptr) return Failf(DX_INVALID_ARGUMENT, "%s: shape is null", where);
   int64_t numel = 1;
+  int64_t extent = 1;  // product of the non-zero sizes: what compact strides reach
   for (int32_t d = 0; d < ndim; ++d) {
     if (shape[d] < 0) {
       return Failf(DX_INVALID_ARGUMENT, "%s: dimension %d is negative (%lld)", where, d,
                    static_cast<long long>(shape[d]));
     }
-    if (__builtin_mul_overflow(numel, shape[d], &numel)) {
-      return Failf(DX_OUT_OF_RANGE, "%s: element count overflows", where);
+    if (__builtin_mul_overflow(numel, shape[d], &numel) ||
+        __builtin_mul_overflow(extent, std::max<int64_t>(shape[d], 1), &extent)) {
+      return Failf(DX_OUT_OF_RANGE,
+                   "%s: the shape's element count overflows (even an empty tensor's compact "
+                   "strides must fit in 64 bits)",
+                   where);
     }
+  }
+  uint64_t extent_bytes = 0;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(extent), elem_bytes, &extent_bytes) ||
+      extent_bytes > static_cast<uint64_t>(INT64_MAX)) {
+    return Failf(DX_OUT_OF_RANGE, "%s: the shape's byte size overflows", where);
   }
   uint64_t bytes = 0;
   if (__builtin_mul_overflow(static_cast<uint64_t>(numel), elem_bytes, &bytes)) {
@@ -97,7 +107,66 @@ dx_status_t CheckedNumel(const int64_t* shape, int32_t ndim, uint64_t elem_bytes
   return DX_OK;
 }
 
-void SetCompactStrides(dx_tensor_t* t) {
+// The one place layouts are measured. For a layout of `ndim` sizes and strides (in elements,
+// null for compact), the offset in elements of the last element from the first, computed with
+// every product and sum checked. Negative strides are refused (deepx never makes them and
+// kernels need not handle them). An empty layout reaches nothing (*out_last = -1).
+dx_status_t LastElementOffset(const int64_t* shape, const int64_t* strides, int32_t ndim,
+                              int64_t* out_last, const char* where) {
+  int64_t last = 0;
+  int64_t compact = 1;
+  bool empty = false;
+  for (int32_t d = ndim - 1; d >= 0; --d) {
+    // The stride rule holds for empty layouts too: one rule, whatever the sizes.
+    if (strides != nullptr && strides[d] < 0 && shape[d] > 1) {
+      return Failf(DX_INVALID_ARGUMENT, "%s: stride %lld of dimension %d is negative", where,
+                   static_cast<long long>(strides[d]), d);
+    }
+    empty = empty || shape[d] == 0;
+  }
+  if (empty) {
+    *out_last = -1;
+    return DX_OK;
+  }
+  for (int32_t d = ndim - 1; d >= 0; --d) {
+    int64_t stride = strides ? strides[d] : compact;
+    if (shape[d] == 1) continue;  // its stride is never applied
+    if (stride < 0) {
+      return Failf(DX_INVALID_ARGUMENT, "%s: stride %lld of dimension %d is negative", where,
+                   static_cast<long long>(stride), d);
+    }
+    int64_t reach = 0;
+    if (__builtin_mul_overflow(stride, shape[d] - 1, &reach) ||
+        __builtin_add_overflow(last, reach, &last) ||
+        __builtin_mul_overflow(compact, shape[d], &compact)) {
+      return Failf(DX_OUT_OF_RANGE, "%s: the strides reach past 2^63 elements", where);
+    }
+  }
+  *out_last = last;
+  return DX_OK;
+}
+
+// Checks that a layout whose element 0 lies `first` bytes after the start of a storage of
+// `storage_bytes` bytes stays inside it, with checked arithmetic: [first, first + (last + 1) *
+// elem_bytes) within [0, storage_bytes]. An empty layout only needs 0 <= first <= storage_bytes.
+dx_status_t CheckWithin(int64_t first, int64_t last, uint64_t elem_bytes, uint64_t storage_bytes,
+                        const char* where) {
+  if (first < 0 || static_cast<uint64_t>(first) > storage_bytes) {
+    return Failf(DX_OUT_OF_RANGE, "%s: the first element lies %lld bytes from the start of a "
+                 "storage of %llu bytes", where, static_cast<long long>(first),
+                 static_cast<unsigned long long>(storage_bytes));
+  }
+  if (last < 0) return DX_OK;
+  uint64_t span = 0, end = 0;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(last) + 1, elem_bytes, &span) ||
+      __builtin_add_overflow(static_cast<uint64_t>(first), span, &end) || end > storage_bytes) {
+    return Failf(DX_OUT_OF_RANGE, "%s: the view reaches outside the storage (%llu bytes)", where,
+                 static_cast<unsigned long long>(storage_bytes));
+  }
+  return DX_OK;
+}
+
+void SetCompactStrides(Tensor* t) {
   t->strides.assign(t->shape.size(), 1);
   int64_t s = 1;
   for (int32_t d = static_cast<int32_t>(t->shape.size()) - 1; d >= 0; --d) {
@@ -167,15 +236,15 @@ void ForEachRun(const DLTensor& t, uint64_t elem_bytes, Fn&& fn) {
 }
 
 
-bool HostAccessible(const dx_tensor_t* t) {
+bool HostAccessible(const Tensor* t) {
   if (t->storage && t->storage->space) return t->storage->space->HostAccessible();
-  int32_t dt = t->dl.device.device_type;
+  int32_t dt = DeviceTypeOf(t->dl.device);
   return dt == kDLCPU || dt == kDLCUDAHost || dt == kDLROCMHost || dt == kDLCUDAManaged;
 }
 
-dx_status_t ImportCommon(dx_runtime_t* runtime, const DLTensor& dl, Storage* storage,
+dx_status_t ImportCommon(Runtime* runtime, const DLTensor& dl, Storage* storage,
                          dx_tensor_t** out_tensor) {
-  std::unique_ptr<dx_tensor_t> t(new (std::nothrow) dx_tensor_t());
+  std::unique_ptr<Tensor> t(new (std::nothrow) Tensor());
   if (!t) {
     storage->Release();
     return Fail(DX_OUT_OF_MEMORY, "DLPack import: out of memory");
@@ -196,33 +265,56 @@ dx_status_t ImportCommon(dx_runtime_t* runtime, const DLTensor& dl, Storage* sto
     return Fail(DX_INVALID_ARGUMENT, "DLPack import: data is null but the tensor has elements");
   }
   t->shape.assign(dl.shape, dl.shape + dl.ndim);
-  int64_t max_offset = 0;
+  int64_t last = 0;
   if (dl.strides != nullptr) {
-    t->strides.assign(dl.strides, dl.strides + dl.ndim);
     for (int32_t d = 0; d < dl.ndim; ++d) {
-      if (dl.strides[d] < 0) {
+      if (dl.strides[d] < 0 && dl.shape[d] > 1) {
         return Fail(DX_UNSUPPORTED, "DLPack import: negative strides are not supported");
       }
-      if (dl.shape[d] > 0) max_offset += dl.strides[d] * (dl.shape[d] - 1);
     }
+  }
+  if (dx_status_t st = LastElementOffset(dl.shape, dl.strides, dl.ndim, &last, "DLPack import")) {
+    return st;
+  }
+  // The memory the tensor reaches, [data + byte_offset, + (last + 1) * element size), must not
+  // wrap around the address space.
+  uint64_t first_address = 0, span = 0, end_address = 0;
+  if (__builtin_add_overflow(reinterpret_cast<uintptr_t>(dl.data), dl.byte_offset,
+                             &first_address) ||
+      first_address > static_cast<uint64_t>(INTPTR_MAX) ||
+      __builtin_mul_overflow(last < 0 ? uint64_t{0} : static_cast<uint64_t>(last) + 1,
+                             DtypeBytes(dtype), &span) ||
+      __builtin_add_overflow(first_address, span, &end_address) ||
+      end_address > static_cast<uint64_t>(INTPTR_MAX)) {
+    return Failf(DX_OUT_OF_RANGE,
+                 "DLPack import: data + byte_offset (%llu) + the bytes the strides reach wrap "
+                 "around the address space",
+                 static_cast<unsigned long long>(dl.byte_offset));
+  }
+  if (dl.strides != nullptr) {
+    t->strides.assign(dl.strides, dl.strides + dl.ndim);
     t->dl.shape = t->shape.empty() ? nullptr : t->shape.data();
     t->dl.strides = t->strides.empty() ? nullptr : t->strides.data();
     t->dl.ndim = dl.ndim;
   } else {
     SetCompactStrides(t.get());
-    max_offset = numel > 0 ? numel - 1 : 0;
   }
   t->dl.data = dl.data;
-  t->dl.byte_offset = dl.byte_offset;
+  // An empty import may come without memory (data null, only allowed when there are no
+  // elements): it has nothing to offset into, and null + offset would be undefined.
+  t->dl.byte_offset = dl.data == nullptr ? 0 : dl.byte_offset;
   t->dl.device = dl.device;
   t->dl.dtype = dl.dtype;
   char* first = FirstByte(t->dl);
   storage->lo = first;
-  storage->hi = numel > 0 ? first + (max_offset + 1) * DtypeBytes(dtype) : first;
-  const MemorySpace* space = runtime->core->FindSpace(dl.device);
-  t->device_index = space ? space->index : -1;
-  *out_tensor = t.release();
-  return DX_OK;
+  storage->hi = first + span;
+  {
+    std::shared_lock<RegistryLock> registry(runtime->core->registry);
+    const MemorySpace* space = runtime->core->FindSpace(dl.device);
+    t->device_index = space ? space->index : -1;
+  }
+  t->SetCore(runtime->core);
+  return Issue(std::move(t), out_tensor, "DLPack import");
 }
 
 struct ExportContext {
@@ -247,7 +339,7 @@ void DeleteLegacy(DLManagedTensor* self) {
   delete self;
 }
 
-ExportContext* MakeExport(const dx_tensor_t* t, DLTensor* out) {
+ExportContext* MakeExport(const Tensor* t, DLTensor* out) {
   auto ctx = std::make_unique<ExportContext>();
   ctx->shape = t->shape;
   ctx->strides = t->strides;
@@ -260,6 +352,203 @@ ExportContext* MakeExport(const dx_tensor_t* t, DLTensor* out) {
 }
 
 }  // namespace
+
+dx_status_t CreateTensor(const std::shared_ptr<Core>& core_ptr, int32_t device_index,
+                         dx_dtype_t dtype, const int64_t* shape, int32_t ndim,
+                         std::unique_ptr<Tensor>* out, const char* where) {
+  Core& core = *core_ptr;
+  if (device_index < 0 || device_index >= static_cast<int32_t>(core.spaces.size())) {
+    return Failf(DX_OUT_OF_RANGE, "%s: device index %d out of range (%zu devices)",
+                 where, device_index, core.spaces.size());
+  }
+  if (!IsKnownDtype(dtype)) {
+    return Fail(DX_UNSUPPORTED, std::string(where) + ": unsupported dtype " + DtypeName(dtype));
+  }
+  int64_t numel = 0;
+  uint64_t bytes = 0;
+  if (dx_status_t st = CheckedNumel(shape, ndim, DtypeBytes(dtype), &numel, &bytes, where);
+      st != DX_OK) {
+    return st;
+  }
+  const MemorySpace& space = core.spaces[device_index];
+  if (space.desc.capacity != 0 && bytes > space.desc.capacity) {
+    return Failf(DX_OUT_OF_MEMORY, "%s: %llu bytes exceed the capacity of '%s'", where,
+                 static_cast<unsigned long long>(bytes), space.name.c_str());
+  }
+  auto t = std::make_unique<Tensor>();
+  t->shape.assign(shape, shape + ndim);
+  SetCompactStrides(t.get());
+  t->SetCore(core_ptr);
+  void* ptr = nullptr;
+  if (bytes > 0) {
+    dx_error_t* e = space.desc.alloc(space.desc.space_data, bytes, nullptr, &ptr);
+    if (e != nullptr) {
+      return FailFromError(e, std::string(where) + ": allocation in '" + space.name + "' failed: ");
+    }
+    if (ptr == nullptr) {
+      return Failf(DX_PLUGIN_ERROR, "%s: '%s' returned a null allocation", where,
+                   space.name.c_str());
+    }
+  }
+  auto* storage = new Storage();
+  storage->core = core_ptr;
+  storage->space = &space;
+  storage->allocation = ptr;
+  storage->lo = static_cast<char*>(ptr);
+  storage->hi = static_cast<char*>(ptr) + bytes;
+  t->storage = storage;
+  t->dl.data = ptr;
+  t->dl.byte_offset = 0;
+  t->dl.device = space.desc.device;
+  t->dl.dtype = UnpackDtype(dtype);
+  t->device_index = device_index;
+  *out = std::move(t);
+  return DX_OK;
+}
+
+dx_status_t ViewTensor(const Tensor* base, const int64_t* shape, const int64_t* strides,
+                       int32_t ndim, int64_t elem_offset, std::unique_ptr<Tensor>* out,
+                       const char* where) {
+  uint64_t elem = DtypeBytes(PackDtype(base->dl.dtype));
+  int64_t numel = 0;
+  uint64_t bytes = 0;
+  if (dx_status_t st = CheckedNumel(shape, ndim, elem, &numel, &bytes, where);
+      st != DX_OK) {
+    return st;
+  }
+  auto t = std::make_unique<Tensor>();
+  t->shape.assign(shape, shape + ndim);
+  if (strides != nullptr) {
+    t->strides.assign(strides, strides + ndim);
+    t->dl.shape = t->shape.empty() ? nullptr : t->shape.data();
+    t->dl.strides = t->strides.empty() ? nullptr : t->strides.data();
+    t->dl.ndim = ndim;
+  } else {
+    SetCompactStrides(t.get());
+  }
+  int64_t last = 0;
+  if (dx_status_t st = LastElementOffset(shape, strides, ndim, &last, where)) return st;
+  // Where element 0 of the view lies, in bytes from the start of the storage, checked.
+  const Storage* s = base->storage;
+  const int64_t base_first = FirstByte(base->dl) - s->lo;  // within [0, hi - lo]: checked when
+                                                           // the base was made
+  int64_t delta = 0, first = 0;
+  if (__builtin_mul_overflow(elem_offset, static_cast<int64_t>(elem), &delta) ||
+      __builtin_add_overflow(base_first, delta, &first)) {
+    return Failf(DX_OUT_OF_RANGE, "%s: element offset %lld overflows", where,
+                 static_cast<long long>(elem_offset));
+  }
+  if (dx_status_t st = CheckWithin(first, last, elem, static_cast<uint64_t>(s->hi - s->lo), where)) {
+    return st;
+  }
+  t->dl.data = base->dl.data;
+  t->dl.byte_offset = static_cast<uint64_t>((s->lo + first) - static_cast<const char*>(base->dl.data));
+  t->dl.device = base->dl.device;
+  t->dl.dtype = base->dl.dtype;
+  t->device_index = base->device_index;
+  t->storage = base->storage;
+  t->storage->Retain();
+  t->SetCore(base->core);
+  *out = std::move(t);
+  return DX_OK;
+}
+
+dx_status_t TensorWrite(Tensor* tensor, const void* data, uint64_t size, const char* where) {
+  uint64_t elem = DtypeBytes(PackDtype(tensor->dl.dtype));
+  uint64_t want = static_cast<uint64_t>(Numel(tensor->dl)) * elem;
+  if (size != want) {
+    return Failf(DX_INVALID_ARGUMENT, "%s: size %llu, the tensor holds %llu bytes", where,
+                 static_cast<unsigned long long>(size), static_cast<unsigned long long>(want));
+  }
+  if (want == 0) return DX_OK;
+  if (data == nullptr) return Failf(DX_INVALID_ARGUMENT, "%s: data is null", where);
+  if (tensor->storage->read_only) {
+    return Failf(DX_INVALID_ARGUMENT, "%s: the tensor is a read-only import", where);
+  }
+  if (HostAccessible(tensor)) {
+    const char* src = static_cast<const char*>(data);
+    char* base = FirstByte(tensor->dl);
+    if (IsCompact(tensor->dl)) {
+      std::memcpy(base, src, want);
+    } else {
+      ForEachElement(tensor->dl, elem, [&](uint64_t off) {
+        std::memcpy(base + off, src, elem);
+        src += elem;
+      });
+    }
+    return DX_OK;
+  }
+  const Storage* s = tensor->storage;
+  if (s->space == nullptr) {
+    return Failf(DX_UNSUPPORTED,
+                 "%s: the tensor is an import of a device no loaded plugin serves", where);
+  }
+  if (IsCompact(tensor->dl)) {
+    dx_error_t* e = s->space->desc.copy(s->space->desc.space_data, FirstByte(tensor->dl), data,
+                                        want, DX_COPY_HOST_TO_DEVICE, nullptr);
+    return e ? FailFromError(e, std::string(where) + ": ") : DX_OK;
+  }
+  // A strided device view: one copy per run of consecutive bytes, so bytes between the
+  // view's elements (another tensor's, perhaps in use) are never touched.
+  const char* src = static_cast<const char*>(data);
+  dx_error_t* e = nullptr;
+  ForEachRun(tensor->dl, elem, [&](uint64_t off, uint64_t bytes) {
+    if (e != nullptr) return;
+    e = s->space->desc.copy(s->space->desc.space_data, FirstByte(tensor->dl) + off, src, bytes,
+                            DX_COPY_HOST_TO_DEVICE, nullptr);
+    src += bytes;
+  });
+  return e ? FailFromError(e, std::string(where) + ": ") : DX_OK;
+}
+
+dx_status_t TensorRead(const Tensor* tensor, void* data, uint64_t size, const char* where) {
+  uint64_t elem = DtypeBytes(PackDtype(tensor->dl.dtype));
+  uint64_t want = static_cast<uint64_t>(Numel(tensor->dl)) * elem;
+  if (size != want) {
+    return Failf(DX_INVALID_ARGUMENT, "%s: size %llu, the tensor holds %llu bytes", where,
+                 static_cast<unsigned long long>(size), static_cast<unsigned long long>(want));
+  }
+  if (want == 0) return DX_OK;
+  if (data == nullptr) return Failf(DX_INVALID_ARGUMENT, "%s: data is null", where);
+  if (HostAccessible(tensor)) {
+    char* dst = static_cast<char*>(data);
+    const char* base = FirstByte(tensor->dl);
+    if (IsCompact(tensor->dl)) {
+      std::memcpy(dst, base, want);
+    } else {
+      ForEachElement(tensor->dl, elem, [&](uint64_t off) {
+        std::memcpy(dst, base + off, elem);
+        dst += elem;
+      });
+    }
+    return DX_OK;
+  }
+  const Storage* s = tensor->storage;
+  if (s->space == nullptr) {
+    return Failf(DX_UNSUPPORTED,
+                 "%s: the tensor is an import of a device no loaded plugin serves", where);
+  }
+  if (IsCompact(tensor->dl)) {
+    dx_error_t* e = s->space->desc.copy(s->space->desc.space_data, data, FirstByte(tensor->dl),
+                                        want, DX_COPY_DEVICE_TO_HOST, nullptr);
+    return e ? FailFromError(e, std::string(where) + ": ") : DX_OK;
+  }
+  // A strided device view: one copy of the byte span its elements lie in (reading the bytes
+  // between them does no harm and costs one transfer instead of one per run), then a gather.
+  const uint64_t span = SpanBytes(tensor->dl, elem);
+  std::vector<char> staging(span);
+  dx_error_t* e = s->space->desc.copy(s->space->desc.space_data, staging.data(),
+                                      FirstByte(tensor->dl), span, DX_COPY_DEVICE_TO_HOST,
+                                      nullptr);
+  if (e != nullptr) return FailFromError(e, std::string(where) + ": ");
+  char* dst = static_cast<char*>(data);
+  ForEachElement(tensor->dl, elem, [&](uint64_t off) {
+    std::memcpy(dst, staging.data() + off, elem);
+    dst += elem;
+  });
+  return DX_OK;
+}
+
 }  // namespace deepx::host
 
 using namespace deepx::host;
@@ -271,269 +560,138 @@ using namespace deepx::host;
 
 extern "C" {
 
-DX_EXPORT dx_status_t dx_tensor_create(dx_runtime_t* runtime, int32_t device_index,
+DX_EXPORT dx_error_t* dx_tensor_create(dx_runtime_t* runtime, int32_t device_index,
                                        dx_dtype_t dtype, const int64_t* shape, int32_t ndim,
                                        dx_tensor_t** out_tensor) {
   return Guard([&]() -> dx_status_t {
-    DX_REQUIRE(runtime != nullptr, "dx_tensor_create: runtime is null");
+    Runtime* rt = nullptr;
+    if (dx_status_t st = Resolve(runtime, "dx_tensor_create", "runtime", &rt)) return st;
     DX_REQUIRE(out_tensor != nullptr, "dx_tensor_create: out_tensor is null");
-    Core& core = *runtime->core;
-    if (device_index < 0 || device_index >= static_cast<int32_t>(core.spaces.size())) {
-      return Failf(DX_OUT_OF_RANGE, "dx_tensor_create: device index %d out of range (%zu devices)",
-                   device_index, core.spaces.size());
-    }
-    if (!IsKnownDtype(dtype)) {
-      return Fail(DX_UNSUPPORTED, "dx_tensor_create: unsupported dtype " + DtypeName(dtype));
-    }
-    int64_t numel = 0;
-    uint64_t bytes = 0;
-    if (dx_status_t st = CheckedNumel(shape, ndim, DtypeBytes(dtype), &numel, &bytes,
-                                      "dx_tensor_create");
-        st != DX_OK) {
-      return st;
-    }
-    const MemorySpace& space = core.spaces[device_index];
-    if (space.desc.capacity != 0 && bytes > space.desc.capacity) {
-      return Failf(DX_OUT_OF_MEMORY, "dx_tensor_create: %llu bytes exceed the capacity of '%s'",
-                   static_cast<unsigned long long>(bytes), space.name.c_str());
-    }
-    auto t = std::make_unique<dx_tensor_t>();
-    t->shape.assign(shape, shape + ndim);
-    SetCompactStrides(t.get());
-    void* ptr = nullptr;
-    if (bytes > 0) {
-      dx_error_t* e = space.desc.alloc(space.desc.space_data, bytes, nullptr, &ptr);
-      if (e != nullptr) {
-        return FailFromError(e, "dx_tensor_create: allocation in '" + space.name + "' failed: ");
-      }
-      if (ptr == nullptr) {
-        return Failf(DX_PLUGIN_ERROR, "dx_tensor_create: '%s' returned a null allocation",
-                     space.name.c_str());
+    std::unique_ptr<Tensor> t;
+    {
+      std::shared_lock<RegistryLock> registry(rt->core->registry);
+      if (dx_status_t st = CreateTensor(rt->core, device_index, dtype, shape, ndim, &t,
+                                        "dx_tensor_create")) {
+        return st;
       }
     }
-    auto* storage = new Storage();
-    storage->core = runtime->core;
-    storage->space = &space;
-    storage->allocation = ptr;
-    storage->lo = static_cast<char*>(ptr);
-    storage->hi = static_cast<char*>(ptr) + bytes;
-    t->storage = storage;
-    t->dl.data = ptr;
-    t->dl.byte_offset = 0;
-    t->dl.device = space.desc.device;
-    t->dl.dtype = UnpackDtype(dtype);
-    t->device_index = device_index;
-    *out_tensor = t.release();
-    return DX_OK;
+    return Issue(std::move(t), out_tensor, "dx_tensor_create");
   });
 }
 
-DX_EXPORT dx_status_t dx_tensor_view(const dx_tensor_t* base, const int64_t* shape,
+DX_EXPORT dx_error_t* dx_tensor_view(const dx_tensor_t* base_handle, const int64_t* shape,
                                      const int64_t* strides, int32_t ndim, int64_t elem_offset,
                                      dx_tensor_t** out_tensor) {
   return Guard([&]() -> dx_status_t {
-    DX_REQUIRE(base != nullptr, "dx_tensor_view: base is null");
+    Tensor* base = nullptr;
+    if (dx_status_t st = Resolve(base_handle, "dx_tensor_view", "base", &base)) return st;
     DX_REQUIRE(out_tensor != nullptr, "dx_tensor_view: out_tensor is null");
-    uint64_t elem = DtypeBytes(PackDtype(base->dl.dtype));
-    int64_t numel = 0;
-    uint64_t bytes = 0;
-    if (dx_status_t st = CheckedNumel(shape, ndim, elem, &numel, &bytes, "dx_tensor_view");
-        st != DX_OK) {
+    std::unique_ptr<Tensor> t;
+    if (dx_status_t st = ViewTensor(base, shape, strides, ndim, elem_offset, &t, "dx_tensor_view")) {
       return st;
     }
-    auto t = std::make_unique<dx_tensor_t>();
-    t->shape.assign(shape, shape + ndim);
-    if (strides != nullptr) {
-      t->strides.assign(strides, strides + ndim);
-      t->dl.shape = t->shape.empty() ? nullptr : t->shape.data();
-      t->dl.strides = t->strides.empty() ? nullptr : t->strides.data();
-      t->dl.ndim = ndim;
-    } else {
-      SetCompactStrides(t.get());
-    }
-    int64_t max_offset = 0;
-    for (int32_t d = 0; d < ndim; ++d) {
-      if (t->strides[d] < 0) return Fail(DX_INVALID_ARGUMENT, "dx_tensor_view: negative stride");
-      int64_t reach = 0;
-      if (shape[d] > 0 && (__builtin_mul_overflow(t->strides[d], shape[d] - 1, &reach) ||
-                           __builtin_add_overflow(max_offset, reach, &max_offset))) {
-        return Fail(DX_OUT_OF_RANGE, "dx_tensor_view: strides overflow");
-      }
-    }
-    const char* first = FirstByte(base->dl) + elem_offset * static_cast<int64_t>(elem);
-    const Storage* s = base->storage;
-    if (numel > 0 &&
-        (first < s->lo || first + (max_offset + 1) * static_cast<int64_t>(elem) > s->hi)) {
-      return Fail(DX_OUT_OF_RANGE, "dx_tensor_view: the view reaches outside the storage");
-    }
-    t->dl.data = base->dl.data;
-    t->dl.byte_offset = static_cast<uint64_t>(first - static_cast<const char*>(base->dl.data));
-    t->dl.device = base->dl.device;
-    t->dl.dtype = base->dl.dtype;
-    t->device_index = base->device_index;
-    t->storage = base->storage;
-    t->storage->Retain();
-    *out_tensor = t.release();
-    return DX_OK;
+    return Issue(std::move(t), out_tensor, "dx_tensor_view");
   });
 }
 
-DX_EXPORT dx_status_t dx_tensor_destroy(dx_tensor_t* tensor) {
+DX_EXPORT dx_error_t* dx_tensor_destroy(dx_tensor_t* tensor) {
   return Guard([&]() -> dx_status_t {
-    delete tensor;
+    return Retire<Tensor>(tensor, "dx_tensor_destroy", "tensor");
+  });
+}
+
+DX_EXPORT dx_error_t* dx_tensor_dltensor(const dx_tensor_t* handle, const DLTensor** out) {
+  return Guard([&]() -> dx_status_t {
+    Tensor* tensor = nullptr;
+    if (dx_status_t st = Resolve(handle, "dx_tensor_dltensor", "tensor", &tensor)) return st;
+    DX_REQUIRE(out != nullptr, "dx_tensor_dltensor: out is null");
+    *out = &tensor->dl;
     return DX_OK;
   });
 }
 
-DX_EXPORT dx_status_t dx_tensor_dltensor(const dx_tensor_t* tensor, const DLTensor** out) {
-  DX_REQUIRE(tensor != nullptr && out != nullptr, "dx_tensor_dltensor: null argument");
-  *out = &tensor->dl;
-  return DX_OK;
+DX_EXPORT dx_error_t* dx_tensor_ndim(const dx_tensor_t* handle, int32_t* out_ndim) {
+  return Guard([&]() -> dx_status_t {
+    Tensor* tensor = nullptr;
+    if (dx_status_t st = Resolve(handle, "dx_tensor_ndim", "tensor", &tensor)) return st;
+    DX_REQUIRE(out_ndim != nullptr, "dx_tensor_ndim: out_ndim is null");
+    *out_ndim = tensor->dl.ndim;
+    return DX_OK;
+  });
 }
 
-DX_EXPORT dx_status_t dx_tensor_ndim(const dx_tensor_t* tensor, int32_t* out_ndim) {
-  DX_REQUIRE(tensor != nullptr && out_ndim != nullptr, "dx_tensor_ndim: null argument");
-  *out_ndim = tensor->dl.ndim;
-  return DX_OK;
-}
-
-DX_EXPORT dx_status_t dx_tensor_shape(const dx_tensor_t* tensor, int64_t* out_shape,
+DX_EXPORT dx_error_t* dx_tensor_shape(const dx_tensor_t* handle, int64_t* out_shape,
                                       int32_t capacity) {
-  DX_REQUIRE(tensor != nullptr, "dx_tensor_shape: tensor is null");
-  DX_REQUIRE(out_shape != nullptr || tensor->dl.ndim == 0, "dx_tensor_shape: out_shape is null");
-  if (capacity < tensor->dl.ndim) {
-    return Failf(DX_OUT_OF_RANGE, "dx_tensor_shape: capacity %d < ndim %d", capacity,
-                 tensor->dl.ndim);
-  }
-  std::copy(tensor->shape.begin(), tensor->shape.end(), out_shape);
-  return DX_OK;
-}
-
-DX_EXPORT dx_status_t dx_tensor_dtype(const dx_tensor_t* tensor, dx_dtype_t* out_dtype) {
-  DX_REQUIRE(tensor != nullptr && out_dtype != nullptr, "dx_tensor_dtype: null argument");
-  *out_dtype = PackDtype(tensor->dl.dtype);
-  return DX_OK;
-}
-
-DX_EXPORT dx_status_t dx_tensor_device(const dx_tensor_t* tensor, int32_t* out_device_index) {
-  DX_REQUIRE(tensor != nullptr && out_device_index != nullptr, "dx_tensor_device: null argument");
-  *out_device_index = tensor->device_index;
-  return DX_OK;
-}
-
-DX_EXPORT dx_status_t dx_tensor_numel(const dx_tensor_t* tensor, int64_t* out_numel) {
-  DX_REQUIRE(tensor != nullptr && out_numel != nullptr, "dx_tensor_numel: null argument");
-  *out_numel = Numel(tensor->dl);
-  return DX_OK;
-}
-
-DX_EXPORT dx_status_t dx_tensor_write(dx_tensor_t* tensor, const void* data, uint64_t size) {
   return Guard([&]() -> dx_status_t {
-    DX_REQUIRE(tensor != nullptr, "dx_tensor_write: tensor is null");
-    uint64_t elem = DtypeBytes(PackDtype(tensor->dl.dtype));
-    uint64_t want = static_cast<uint64_t>(Numel(tensor->dl)) * elem;
-    if (size != want) {
-      return Failf(DX_INVALID_ARGUMENT, "dx_tensor_write: size %llu, the tensor holds %llu bytes",
-                   static_cast<unsigned long long>(size), static_cast<unsigned long long>(want));
+    Tensor* tensor = nullptr;
+    if (dx_status_t st = Resolve(handle, "dx_tensor_shape", "tensor", &tensor)) return st;
+    DX_REQUIRE(out_shape != nullptr || tensor->dl.ndim == 0,
+               "dx_tensor_shape: out_shape is null");
+    if (capacity < tensor->dl.ndim) {
+      return Failf(DX_OUT_OF_RANGE, "dx_tensor_shape: capacity %d < ndim %d", capacity,
+                   tensor->dl.ndim);
     }
-    if (want == 0) return DX_OK;
-    DX_REQUIRE(data != nullptr, "dx_tensor_write: data is null");
-    if (tensor->storage->read_only) {
-      return Fail(DX_INVALID_ARGUMENT, "dx_tensor_write: the tensor is a read-only import");
-    }
-    if (HostAccessible(tensor)) {
-      const char* src = static_cast<const char*>(data);
-      char* base = FirstByte(tensor->dl);
-      if (IsCompact(tensor->dl)) {
-        std::memcpy(base, src, want);
-      } else {
-        ForEachElement(tensor->dl, elem, [&](uint64_t off) {
-          std::memcpy(base + off, src, elem);
-          src += elem;
-        });
-      }
-      return DX_OK;
-    }
-    const Storage* s = tensor->storage;
-    if (s->space == nullptr) {
-      return Fail(DX_UNSUPPORTED,
-                  "dx_tensor_write: the tensor is an import of a device no loaded plugin serves");
-    }
-    if (IsCompact(tensor->dl)) {
-      dx_error_t* e = s->space->desc.copy(s->space->desc.space_data, FirstByte(tensor->dl), data,
-                                          want, DX_COPY_HOST_TO_DEVICE, nullptr);
-      return e ? FailFromError(e, "dx_tensor_write: ") : DX_OK;
-    }
-    // A strided device view: one copy per run of consecutive bytes, so bytes between the
-    // view's elements (another tensor's, perhaps in use) are never touched.
-    const char* src = static_cast<const char*>(data);
-    dx_error_t* e = nullptr;
-    ForEachRun(tensor->dl, elem, [&](uint64_t off, uint64_t bytes) {
-      if (e != nullptr) return;
-      e = s->space->desc.copy(s->space->desc.space_data, FirstByte(tensor->dl) + off, src, bytes,
-                              DX_COPY_HOST_TO_DEVICE, nullptr);
-      src += bytes;
-    });
-    return e ? FailFromError(e, "dx_tensor_write: ") : DX_OK;
-  });
-}
-
-DX_EXPORT dx_status_t dx_tensor_read(const dx_tensor_t* tensor, void* data, uint64_t size) {
-  return Guard([&]() -> dx_status_t {
-    DX_REQUIRE(tensor != nullptr, "dx_tensor_read: tensor is null");
-    uint64_t elem = DtypeBytes(PackDtype(tensor->dl.dtype));
-    uint64_t want = static_cast<uint64_t>(Numel(tensor->dl)) * elem;
-    if (size != want) {
-      return Failf(DX_INVALID_ARGUMENT, "dx_tensor_read: size %llu, the tensor holds %llu bytes",
-                   static_cast<unsigned long long>(size), static_cast<unsigned long long>(want));
-    }
-    if (want == 0) return DX_OK;
-    DX_REQUIRE(data != nullptr, "dx_tensor_read: data is null");
-    if (HostAccessible(tensor)) {
-      char* dst = static_cast<char*>(data);
-      const char* base = FirstByte(tensor->dl);
-      if (IsCompact(tensor->dl)) {
-        std::memcpy(dst, base, want);
-      } else {
-        ForEachElement(tensor->dl, elem, [&](uint64_t off) {
-          std::memcpy(dst, base + off, elem);
-          dst += elem;
-        });
-      }
-      return DX_OK;
-    }
-    const Storage* s = tensor->storage;
-    if (s->space == nullptr) {
-      return Fail(DX_UNSUPPORTED,
-                  "dx_tensor_read: the tensor is an import of a device no loaded plugin serves");
-    }
-    if (IsCompact(tensor->dl)) {
-      dx_error_t* e = s->space->desc.copy(s->space->desc.space_data, data, FirstByte(tensor->dl),
-                                          want, DX_COPY_DEVICE_TO_HOST, nullptr);
-      return e ? FailFromError(e, "dx_tensor_read: ") : DX_OK;
-    }
-    // A strided device view: one copy of the byte span its elements lie in (reading the bytes
-    // between them does no harm and costs one transfer instead of one per run), then a gather.
-    const uint64_t span = SpanBytes(tensor->dl, elem);
-    std::vector<char> staging(span);
-    dx_error_t* e = s->space->desc.copy(s->space->desc.space_data, staging.data(),
-                                        FirstByte(tensor->dl), span, DX_COPY_DEVICE_TO_HOST,
-                                        nullptr);
-    if (e != nullptr) return FailFromError(e, "dx_tensor_read: ");
-    char* dst = static_cast<char*>(data);
-    ForEachElement(tensor->dl, elem, [&](uint64_t off) {
-      std::memcpy(dst, staging.data() + off, elem);
-      dst += elem;
-    });
+    std::copy(tensor->shape.begin(), tensor->shape.end(), out_shape);
     return DX_OK;
   });
 }
 
-DX_EXPORT dx_status_t dx_tensor_copy(dx_runtime_t* runtime, dx_tensor_t* dst,
-                                     const dx_tensor_t* src) {
+DX_EXPORT dx_error_t* dx_tensor_dtype(const dx_tensor_t* handle, dx_dtype_t* out_dtype) {
   return Guard([&]() -> dx_status_t {
-    DX_REQUIRE(runtime != nullptr && dst != nullptr && src != nullptr,
-               "dx_tensor_copy: null argument");
+    Tensor* tensor = nullptr;
+    if (dx_status_t st = Resolve(handle, "dx_tensor_dtype", "tensor", &tensor)) return st;
+    DX_REQUIRE(out_dtype != nullptr, "dx_tensor_dtype: out_dtype is null");
+    *out_dtype = PackDtype(tensor->dl.dtype);
+    return DX_OK;
+  });
+}
+
+DX_EXPORT dx_error_t* dx_tensor_device(const dx_tensor_t* handle, int32_t* out_device_index) {
+  return Guard([&]() -> dx_status_t {
+    Tensor* tensor = nullptr;
+    if (dx_status_t st = Resolve(handle, "dx_tensor_device", "tensor", &tensor)) return st;
+    DX_REQUIRE(out_device_index != nullptr, "dx_tensor_device: out_device_index is null");
+    *out_device_index = tensor->device_index;
+    return DX_OK;
+  });
+}
+
+DX_EXPORT dx_error_t* dx_tensor_numel(const dx_tensor_t* handle, int64_t* out_numel) {
+  return Guard([&]() -> dx_status_t {
+    Tensor* tensor = nullptr;
+    if (dx_status_t st = Resolve(handle, "dx_tensor_numel", "tensor", &tensor)) return st;
+    DX_REQUIRE(out_numel != nullptr, "dx_tensor_numel: out_numel is null");
+    *out_numel = Numel(tensor->dl);
+    return DX_OK;
+  });
+}
+
+DX_EXPORT dx_error_t* dx_tensor_write(dx_tensor_t* handle, const void* data, uint64_t size) {
+  return Guard([&]() -> dx_status_t {
+    Tensor* tensor = nullptr;
+    if (dx_status_t st = Resolve(handle, "dx_tensor_write", "tensor", &tensor)) return st;
+    return TensorWrite(tensor, data, size, "dx_tensor_write");
+  });
+}
+
+DX_EXPORT dx_error_t* dx_tensor_read(const dx_tensor_t* handle, void* data, uint64_t size) {
+  return Guard([&]() -> dx_status_t {
+    Tensor* tensor = nullptr;
+    if (dx_status_t st = Resolve(handle, "dx_tensor_read", "tensor", &tensor)) return st;
+    return TensorRead(tensor, data, size, "dx_tensor_read");
+  });
+}
+
+DX_EXPORT dx_error_t* dx_tensor_copy(dx_runtime_t* runtime, dx_tensor_t* dst_handle,
+                                     const dx_tensor_t* src_handle) {
+  return Guard([&]() -> dx_status_t {
+    Runtime* rt = nullptr;
+    Tensor* dst = nullptr;
+    Tensor* src = nullptr;
+    if (dx_status_t st = Resolve(runtime, "dx_tensor_copy", "runtime", &rt)) return st;
+    if (dx_status_t st = Resolve(dst_handle, "dx_tensor_copy", "dst", &dst)) return st;
+    if (dx_status_t st = Resolve(src_handle, "dx_tensor_copy", "src", &src)) return st;
+    constexpr const char* kWhere = "dx_tensor_copy";
     if (PackDtype(dst->dl.dtype) != PackDtype(src->dl.dtype)) {
       return Fail(DX_SHAPE_MISMATCH, "dx_tensor_copy: dtypes differ (" +
                                          DtypeName(PackDtype(src->dl.dtype)) + " -> " +
@@ -542,89 +700,111 @@ DX_EXPORT dx_status_t dx_tensor_copy(dx_runtime_t* runtime, dx_tensor_t* dst,
     if (dst->shape != src->shape) {
       return Fail(DX_SHAPE_MISMATCH, "dx_tensor_copy: shapes differ");
     }
+    if (dst->storage->read_only) {
+      return Fail(DX_INVALID_ARGUMENT, "dx_tensor_copy: dst is a read-only import");
+    }
     uint64_t elem = DtypeBytes(PackDtype(src->dl.dtype));
     uint64_t bytes = static_cast<uint64_t>(Numel(src->dl)) * elem;
     if (bytes == 0) return DX_OK;
-    if (HostAccessible(src)) {
+    // Views of one storage, or imports of the same memory, may overlap: then stage through a
+    // buffer of our own, so the copy reads all of src before it writes any of dst (a memcpy of
+    // overlapping ranges is undefined).
+    const uintptr_t src_begin = reinterpret_cast<uintptr_t>(FirstByte(src->dl));
+    const uintptr_t dst_begin = reinterpret_cast<uintptr_t>(FirstByte(dst->dl));
+    const uintptr_t src_end = src_begin + SpanBytes(src->dl, elem);
+    const uintptr_t dst_end = dst_begin + SpanBytes(dst->dl, elem);
+    const bool same_storage =
+        dst->storage == src->storage || (src_begin < dst_end && dst_begin < src_end);
+    if (HostAccessible(src) && !same_storage) {
       // Stage through a compact host buffer only when src is not compact.
-      if (IsCompact(src->dl)) return dx_tensor_write(dst, FirstByte(src->dl), bytes);
+      if (IsCompact(src->dl)) return TensorWrite(dst, FirstByte(src->dl), bytes, kWhere);
       std::vector<char> staging(bytes);
-      if (dx_status_t st = dx_tensor_read(src, staging.data(), bytes); st != DX_OK) return st;
-      return dx_tensor_write(dst, staging.data(), bytes);
+      if (dx_status_t st = TensorRead(src, staging.data(), bytes, kWhere)) return st;
+      return TensorWrite(dst, staging.data(), bytes, kWhere);
     }
-    if (HostAccessible(dst) && IsCompact(dst->dl)) {
-      return dx_tensor_read(src, FirstByte(dst->dl), bytes);
+    if (HostAccessible(dst) && IsCompact(dst->dl) && !same_storage) {
+      return TensorRead(src, FirstByte(dst->dl), bytes, kWhere);
     }
     const Storage* s = src->storage;
     const Storage* d = dst->storage;
-    if (s->space && s->space == d->space && IsCompact(src->dl) && IsCompact(dst->dl)) {
+    if (s->space && s->space == d->space && IsCompact(src->dl) && IsCompact(dst->dl) &&
+        !same_storage) {
       dx_error_t* e = s->space->desc.copy(s->space->desc.space_data, FirstByte(dst->dl),
                                           FirstByte(src->dl), bytes, DX_COPY_DEVICE_TO_DEVICE,
                                           nullptr);
       return e ? FailFromError(e, "dx_tensor_copy: ") : DX_OK;
     }
     std::vector<char> staging(bytes);
-    if (dx_status_t st = dx_tensor_read(src, staging.data(), bytes); st != DX_OK) return st;
-    return dx_tensor_write(dst, staging.data(), bytes);
+    if (dx_status_t st = TensorRead(src, staging.data(), bytes, kWhere)) return st;
+    return TensorWrite(dst, staging.data(), bytes, kWhere);
   });
 }
 
-DX_EXPORT dx_status_t dx_tensor_from_dlpack(dx_runtime_t* runtime,
+DX_EXPORT dx_error_t* dx_tensor_from_dlpack(dx_runtime_t* runtime,
                                             dx_dlpack_versioned_t* managed,
                                             dx_tensor_t** out_tensor) {
-  auto refuse = [&](dx_status_t code, const char* msg) {
-    if (managed && managed->deleter) managed->deleter(managed);
-    return Fail(code, msg);
-  };
-  if (managed == nullptr) return Fail(DX_INVALID_ARGUMENT, "dx_tensor_from_dlpack: managed is null");
-  if (runtime == nullptr || out_tensor == nullptr) {
-    return refuse(DX_INVALID_ARGUMENT, "dx_tensor_from_dlpack: runtime or out_tensor is null");
-  }
-  if (managed->version.major != 1) {
-    return refuse(DX_VERSION_MISMATCH,
-                  "dx_tensor_from_dlpack: DLPack major version is not 1; the tensor was released");
-  }
-  Storage* storage = nullptr;
-  try {
-    storage = new Storage();
-  } catch (...) {
-    return refuse(DX_OUT_OF_MEMORY, "dx_tensor_from_dlpack: out of memory");
-  }
-  storage->imported = managed;
-  storage->read_only = (managed->flags & DX_DLPACK_FLAG_READ_ONLY) != 0;
-  // From here the storage owns `managed`: any failure releases it through the deleter.
   return Guard([&]() -> dx_status_t {
-    return ImportCommon(runtime, managed->dl_tensor, storage, out_tensor);
+    auto refuse = [&](dx_status_t code, std::string msg) {
+      if (managed->deleter) managed->deleter(managed);
+      return Fail(code, std::move(msg));
+    };
+    if (managed == nullptr) {
+      return Fail(DX_INVALID_ARGUMENT, "dx_tensor_from_dlpack: managed is null");
+    }
+    Runtime* rt = nullptr;
+    if (dx_status_t st = Resolve(runtime, "dx_tensor_from_dlpack", "runtime", &rt)) {
+      return refuse(st, PendingMessage() + "; the tensor was released");
+    }
+    if (out_tensor == nullptr) {
+      return refuse(DX_INVALID_ARGUMENT, "dx_tensor_from_dlpack: out_tensor is null");
+    }
+    if (managed->version.major != 1) {
+      return refuse(DX_VERSION_MISMATCH,
+                    "dx_tensor_from_dlpack: DLPack major version is not 1; the tensor was "
+                    "released");
+    }
+    Storage* storage = new (std::nothrow) Storage();
+    if (storage == nullptr) return refuse(DX_OUT_OF_MEMORY, "dx_tensor_from_dlpack: out of memory");
+    storage->imported = managed;
+    storage->read_only = (managed->flags & DX_DLPACK_FLAG_READ_ONLY) != 0;
+    // From here the storage owns `managed`: any failure releases it through the deleter.
+    return ImportCommon(rt, managed->dl_tensor, storage, out_tensor);
   });
 }
 
-DX_EXPORT dx_status_t dx_tensor_from_dlpack_legacy(dx_runtime_t* runtime,
+DX_EXPORT dx_error_t* dx_tensor_from_dlpack_legacy(dx_runtime_t* runtime,
                                                    DLManagedTensor* managed,
                                                    dx_tensor_t** out_tensor) {
-  if (managed == nullptr) {
-    return Fail(DX_INVALID_ARGUMENT, "dx_tensor_from_dlpack_legacy: managed is null");
-  }
-  if (runtime == nullptr || out_tensor == nullptr) {
-    if (managed->deleter) managed->deleter(managed);
-    return Fail(DX_INVALID_ARGUMENT, "dx_tensor_from_dlpack_legacy: runtime or out is null");
-  }
-  Storage* storage = nullptr;
-  try {
-    storage = new Storage();
-  } catch (...) {
-    if (managed->deleter) managed->deleter(managed);
-    return Fail(DX_OUT_OF_MEMORY, "dx_tensor_from_dlpack_legacy: out of memory");
-  }
-  storage->imported_legacy = managed;
   return Guard([&]() -> dx_status_t {
-    return ImportCommon(runtime, managed->dl_tensor, storage, out_tensor);
+    auto refuse = [&](dx_status_t code, std::string msg) {
+      if (managed->deleter) managed->deleter(managed);
+      return Fail(code, std::move(msg));
+    };
+    if (managed == nullptr) {
+      return Fail(DX_INVALID_ARGUMENT, "dx_tensor_from_dlpack_legacy: managed is null");
+    }
+    Runtime* rt = nullptr;
+    if (dx_status_t st = Resolve(runtime, "dx_tensor_from_dlpack_legacy", "runtime", &rt)) {
+      return refuse(st, PendingMessage() + "; the tensor was released");
+    }
+    if (out_tensor == nullptr) {
+      return refuse(DX_INVALID_ARGUMENT, "dx_tensor_from_dlpack_legacy: out_tensor is null");
+    }
+    Storage* storage = new (std::nothrow) Storage();
+    if (storage == nullptr) {
+      return refuse(DX_OUT_OF_MEMORY, "dx_tensor_from_dlpack_legacy: out of memory");
+    }
+    storage->imported_legacy = managed;
+    return ImportCommon(rt, managed->dl_tensor, storage, out_tensor);
   });
 }
 
-DX_EXPORT dx_status_t dx_tensor_to_dlpack(const dx_tensor_t* tensor,
+DX_EXPORT dx_error_t* dx_tensor_to_dlpack(const dx_tensor_t* handle,
                                           dx_dlpack_versioned_t** out_managed) {
   return Guard([&]() -> dx_status_t {
-    DX_REQUIRE(tensor != nullptr && out_managed != nullptr, "dx_tensor_to_dlpack: null argument");
+    Tensor* tensor = nullptr;
+    if (dx_status_t st = Resolve(handle, "dx_tensor_to_dlpack", "tensor", &tensor)) return st;
+    DX_REQUIRE(out_managed != nullptr, "dx_tensor_to_dlpack: out_managed is null");
     auto m = std::make_unique<dx_dlpack_versioned_t>();
     std::memset(m.get(), 0, sizeof(dx_dlpack_versioned_t));
     m->version.major = 1;
@@ -637,11 +817,14 @@ DX_EXPORT dx_status_t dx_tensor_to_dlpack(const dx_tensor_t* tensor,
   });
 }
 
-DX_EXPORT dx_status_t dx_tensor_to_dlpack_legacy(const dx_tensor_t* tensor,
+DX_EXPORT dx_error_t* dx_tensor_to_dlpack_legacy(const dx_tensor_t* handle,
                                                  DLManagedTensor** out_managed) {
   return Guard([&]() -> dx_status_t {
-    DX_REQUIRE(tensor != nullptr && out_managed != nullptr,
-               "dx_tensor_to_dlpack_legacy: null argument");
+    Tensor* tensor = nullptr;
+    if (dx_status_t st = Resolve(handle, "dx_tensor_to_dlpack_legacy", "tensor", &tensor)) {
+      return st;
+    }
+    DX_REQUIRE(out_managed != nullptr, "dx_tensor_to_dlpack_legacy: out_managed is null");
     auto m = std::make_unique<DLManagedTensor>();
     std::memset(m.get(), 0, sizeof(DLManagedTensor));
     m->manager_ctx = MakeExport(tensor, &m->dl_tensor);

@@ -10,13 +10,15 @@
 #include <vector>
 
 #include "deepx/host.h"
+#include "dx_test_util.h"
 #include "sha256.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string LastError() { return dx_last_error_message(); }
+using deepx_test::Code;
+using deepx_test::LastError;
 
 class Certificates : public ::testing::Test {
  protected:
@@ -28,8 +30,8 @@ class Certificates : public ::testing::Test {
     ASSERT_EQ(sha_.size(), 64u);
   }
   void TearDown() override {
-    for (auto* t : tensors_) dx_tensor_destroy(t);
-    dx_runtime_destroy(rt_);
+    for (auto* t : tensors_) Code(dx_tensor_destroy(t));
+    Code(dx_runtime_destroy(rt_));
     fs::remove_all(dir_);
   }
   void WriteCertificate(const std::string& text) {
@@ -45,51 +47,51 @@ class Certificates : public ::testing::Test {
   }
   void Open(uint64_t flags) {
     dx_runtime_options_t opts{};
-    opts.struct_size = DX_STRUCT_SIZE(dx_runtime_options_t, certificate_path);
+    opts.struct_size = DX_RUNTIME_OPTIONS_SIZE_1_0;
     opts.flags = flags;
     opts.plugin_path = HOST_TEST_PLUGIN_DIR;
     std::string cert_dir = dir_.string();
     opts.certificate_path = cert_dir.c_str();
-    ASSERT_EQ(dx_runtime_create(&opts, &rt_), DX_OK) << LastError();
-    ASSERT_EQ(dx_runtime_load_plugin(rt_, "hosttest", nullptr), DX_OK) << LastError();
+    ASSERT_EQ(Code(dx_runtime_create(&opts, &rt_)), DX_OK) << LastError();
+    ASSERT_EQ(Code(dx_runtime_load_plugin(rt_, "hosttest", nullptr)), DX_OK) << LastError();
     int32_t device = -1;
-    ASSERT_EQ(dx_runtime_find_device(rt_, "hosttest", &device), DX_OK);
+    ASSERT_EQ(Code(dx_runtime_find_device(rt_, "hosttest", &device)), DX_OK);
     int64_t shape[1] = {2};
     for (int i = 0; i < 3; ++i) {
       dx_tensor_t* t = nullptr;
-      ASSERT_EQ(dx_tensor_create(rt_, device, DX_DTYPE_F32, shape, 1, &t), DX_OK);
+      ASSERT_EQ(Code(dx_tensor_create(rt_, device, DX_DTYPE_F32, shape, 1, &t)), DX_OK);
       float v[2] = {1, 2};
-      dx_tensor_write(t, v, sizeof v);
+      Code(dx_tensor_write(t, v, sizeof v));
       tensors_.push_back(t);
     }
     dx_tensor_t* s = nullptr;
-    ASSERT_EQ(dx_tensor_create(rt_, device, DX_DTYPE_F32, nullptr, 0, &s), DX_OK);
+    ASSERT_EQ(Code(dx_tensor_create(rt_, device, DX_DTYPE_F32, nullptr, 0, &s)), DX_OK);
     tensors_.push_back(s);
   }
   dx_status_t Add() {
     dx_tensor_t* in[2] = {tensors_[0], tensors_[1]};
-    return dx_invoke_by_name(rt_, "dx.add", in, 2, &tensors_[2], 1, nullptr);
+    return Code(dx_invoke_by_name(rt_, "dx.add", in, 2, &tensors_[2], 1, nullptr));
   }
   dx_status_t Sum() {
     dx_attrs_t* attrs = nullptr;
-    dx_attrs_create(&attrs);
-    dx_attrs_set_bool(attrs, "keepdims", 0);
-    dx_status_t st = dx_invoke_by_name(rt_, "dx.sum", &tensors_[0], 1, &tensors_[3], 1, attrs);
-    dx_attrs_destroy(attrs);
+    Code(dx_attrs_create(&attrs));
+    Code(dx_attrs_set_bool(attrs, "keepdims", 0));
+    dx_status_t st = Code(dx_invoke_by_name(rt_, "dx.sum", &tensors_[0], 1, &tensors_[3], 1, attrs));
+    Code(dx_attrs_destroy(attrs));
     return st;
   }
   dx_plugin_info_t Info() {
     dx_plugin_info_t info{};
-    info.struct_size = DX_STRUCT_SIZE(dx_plugin_info_t, certification_note);
-    EXPECT_EQ(dx_runtime_plugin_info(rt_, 0, &info), DX_OK);
+    info.struct_size = DX_PLUGIN_INFO_SIZE_1_0;
+    EXPECT_EQ(Code(dx_runtime_plugin_info(rt_, 0, &info)), DX_OK);
     return info;
   }
   int32_t Certified(const char* op) {
     dx_op_id_t id = 0;
-    EXPECT_EQ(dx_runtime_op_lookup(rt_, op, &id), DX_OK);
+    EXPECT_EQ(Code(dx_runtime_op_lookup(rt_, op, &id)), DX_OK);
     dx_kernel_info_t k{};
-    k.struct_size = DX_STRUCT_SIZE(dx_kernel_info_t, certified);
-    EXPECT_EQ(dx_runtime_kernel_info(rt_, id, 0, &k), DX_OK);
+    k.struct_size = DX_KERNEL_INFO_SIZE_1_0;
+    EXPECT_EQ(Code(dx_runtime_kernel_info(rt_, id, 0, &k)), DX_OK);
     return k.certified;
   }
 
@@ -154,9 +156,9 @@ TEST_F(Certificates, BuildLinesCoverOnlyTheBuildsTheyName) {
   EXPECT_EQ(Add(), DX_OK) << LastError();
 
   WriteCertificate(head + "build test+x86-64-v4\n" + AddKernelLine());
-  dx_runtime_destroy(rt_);
+  Code(dx_runtime_destroy(rt_));
   rt_ = nullptr;
-  for (auto* t : tensors_) dx_tensor_destroy(t);
+  for (auto* t : tensors_) Code(dx_tensor_destroy(t));
   tensors_.clear();
   Open(DX_RUNTIME_FLAG_IGNORE_ENV | DX_RUNTIME_FLAG_REQUIRE_CERTIFIED);
   dx_plugin_info_t info = Info();
@@ -181,9 +183,9 @@ TEST_F(Certificates, MalformedCertificatesAreInvalidNotFatal) {
   };
   for (const auto& [text, expected] : cases) {
     WriteCertificate(text);
-    dx_runtime_destroy(rt_);
+    Code(dx_runtime_destroy(rt_));
     rt_ = nullptr;
-    for (auto* t : tensors_) dx_tensor_destroy(t);
+    for (auto* t : tensors_) Code(dx_tensor_destroy(t));
     tensors_.clear();
     Open(DX_RUNTIME_FLAG_IGNORE_ENV | DX_RUNTIME_FLAG_REQUIRE_CERTIFIED);
     dx_plugin_info_t info = Info();
@@ -198,16 +200,16 @@ TEST_F(Certificates, EnvironmentTurnsTheGateOnUnlessIgnored) {
   ::setenv("DEEPX_REQUIRE_CERTIFIED", "1", 1);
   Open(0);
   EXPECT_EQ(Add(), DX_PERMISSION_DENIED);
-  dx_runtime_destroy(rt_);
+  Code(dx_runtime_destroy(rt_));
   rt_ = nullptr;
-  for (auto* t : tensors_) dx_tensor_destroy(t);
+  for (auto* t : tensors_) Code(dx_tensor_destroy(t));
   tensors_.clear();
   Open(DX_RUNTIME_FLAG_IGNORE_ENV);
   EXPECT_EQ(Add(), DX_OK);
   ::setenv("DEEPX_REQUIRE_CERTIFIED", "0", 1);
-  dx_runtime_destroy(rt_);
+  Code(dx_runtime_destroy(rt_));
   rt_ = nullptr;
-  for (auto* t : tensors_) dx_tensor_destroy(t);
+  for (auto* t : tensors_) Code(dx_tensor_destroy(t));
   tensors_.clear();
   Open(0);
   EXPECT_EQ(Add(), DX_OK);

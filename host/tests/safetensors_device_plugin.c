@@ -65,8 +65,8 @@ static void shutdown(void* state) { (void)state; }
 
 DX_EXPORT const dx_plugin_t* dx_plugin_entry(uint32_t host_abi_min, uint32_t host_abi_max) {
   static const dx_plugin_t plugin = {
-      DX_STRUCT_SIZE(dx_plugin_t, shutdown), DX_ABI_VERSION, 0, "scrambled", "deepx tests",
-      "0.0.1", "test", DX_PLUGIN_CAP_MEMORY, init, shutdown};
+      DX_PLUGIN_SIZE_1_0, DX_ABI_VERSION, 0, "scrambled", "deepx tests",
+      "0.0.1", "test", DX_PLUGIN_CAP_MEMORY, init, shutdown, NULL};
   (void)host_abi_min;
   (void)host_abi_max;
   return &plugin;

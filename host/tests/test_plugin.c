@@ -38,7 +38,7 @@ static dx_error_t* space_free(void* data, void* ptr, dx_stream_t stream) {
 /* Reports the live allocation count and a marker the host test recognises. */
 static dx_error_t* space_stats(void* data, dx_memory_stats_t* out) {
   (void)data;
-  if (out->struct_size < DX_STRUCT_SIZE(dx_memory_stats_t, live_allocations)) {
+  if (out->struct_size < DX_MEMORY_STATS_SIZE_1_0) {
     return dx_errorf(g_host, DX_INVALID_ARGUMENT, "stats: struct_size %zu", out->struct_size);
   }
   out->live_allocations = (uint64_t)(__atomic_load_n(&g_allocs, __ATOMIC_RELAXED) -
@@ -127,7 +127,7 @@ static dx_error_t* init(const dx_host_t* host, dx_host_context_t* context, void*
   *out_state = NULL;
 
   memset(&s, 0, sizeof s);
-  s.struct_size = DX_STRUCT_SIZE(dx_memory_space_desc_t, stats);
+  s.struct_size = DX_MEMORY_SPACE_DESC_SIZE_1_0;
   s.name = "hosttest";
   s.device.device_type = kDLCPU;
   s.device.device_id = 0;
@@ -140,7 +140,7 @@ static dx_error_t* init(const dx_host_t* host, dx_host_context_t* context, void*
   if ((e = host->register_memory_space(context, &s)) != NULL) return e;
 
   memset(&k, 0, sizeof k);
-  k.struct_size = DX_STRUCT_SIZE(dx_kernel_desc_t, cost);
+  k.struct_size = DX_KERNEL_DESC_SIZE_1_0;
   k.device_type = kDLCPU;
   k.dtypes = f32x3;
   k.flags = DX_KERNEL_FLAG_DETERMINISTIC;
@@ -171,8 +171,8 @@ static void shutdown(void* state) {
 
 DX_EXPORT const dx_plugin_t* dx_plugin_entry(uint32_t host_abi_min, uint32_t host_abi_max) {
   static const dx_plugin_t plugin = {
-      DX_STRUCT_SIZE(dx_plugin_t, shutdown), DX_ABI_VERSION, 0, "hosttest", "deepx tests",
-      "0.0.1", "test", DX_PLUGIN_CAP_KERNELS | DX_PLUGIN_CAP_MEMORY, init, shutdown};
+      DX_PLUGIN_SIZE_1_0, DX_ABI_VERSION, 0, "hosttest", "deepx tests",
+      "0.0.1", "test", DX_PLUGIN_CAP_KERNELS | DX_PLUGIN_CAP_MEMORY, init, shutdown, NULL};
   (void)host_abi_min;
   (void)host_abi_max;
   return &plugin;

@@ -60,23 +60,55 @@ std::string Caps(uint64_t caps) {
   return s.empty() ? "-" : s;
 }
 
+// The result of a host call: an error owned until scope exit, or null (success).
+class Result {
+ public:
+  explicit Result(dx_error_t* error) : error_(error) {}
+  ~Result() { dx_error_destroy(error_); }
+  Result(const Result&) = delete;
+  Result& operator=(const Result&) = delete;
+
+  bool ok() const { return error_ == nullptr; }
+  dx_status_t code() const { return dx_error_code(error_); }
+  const char* message() const { return dx_error_message(error_, nullptr); }
+
+ private:
+  dx_error_t* error_;
+};
+
+// True when a host call succeeded; a failure's error is freed. For the queries whose failure
+// only means "skip this entry".
+bool Succeeded(dx_error_t* error) { return Result(error).ok(); }
+
 struct Runtime {
   dx_runtime_t* rt = nullptr;
   Runtime() {
-    if (dx_runtime_create(nullptr, &rt) != DX_OK) {
-      std::fprintf(stderr, "deepx: cannot create a runtime: %s\n", dx_last_error_message());
+    Result r(dx_runtime_create(nullptr, &rt));
+    if (!r.ok()) {
+      std::fprintf(stderr, "deepx: cannot create a runtime: %s: %s\n", dx_status_string(r.code()),
+                   r.message());
       std::exit(2);
     }
   }
-  ~Runtime() { dx_runtime_destroy(rt); }
+  ~Runtime() { dx_error_destroy(dx_runtime_destroy(rt)); }
 };
 
 // Loads the given plugins, or the whole search path. Returns the number of failures.
 int Load(Runtime& r, const std::vector<std::string>& args, bool verbose) {
   int failures = 0;
   if (args.empty()) {
-    int32_t loaded = 0;
-    dx_runtime_load_search_path(r.rt, &loaded);
+    int32_t loaded = 0, failed = 0;
+    Result search(dx_runtime_load_search_path(r.rt, &loaded, &failed));
+    if (!search.ok()) {
+      std::fprintf(stderr, "deepx: cannot scan the search path: %s: %s\n",
+                   dx_status_string(search.code()), search.message());
+      return 1;
+    }
+    if (failed > 0) {
+      // The host logged each refused file with its reason (above, on stderr).
+      std::fprintf(stderr, "deepx: %d plugin file%s on the search path could not be loaded\n",
+                   failed, failed == 1 ? "" : "s");
+    }
     if (loaded == 0) {
       std::fprintf(stderr, "deepx: no plugin found on the search path (set DEEPX_PLUGIN_PATH)\n");
       return 1;
@@ -85,11 +117,11 @@ int Load(Runtime& r, const std::vector<std::string>& args, bool verbose) {
   }
   for (const auto& a : args) {
     int32_t index = -1;
-    dx_status_t st = dx_runtime_load_plugin(r.rt, a.c_str(), &index);
-    if (st != DX_OK) {
+    Result load(dx_runtime_load_plugin(r.rt, a.c_str(), &index));
+    if (!load.ok()) {
       ++failures;
-      std::printf("FAILED  %s\n  %s: %s\n", a.c_str(), dx_status_string(st),
-                  dx_last_error_message());
+      std::printf("FAILED  %s\n  %s: %s\n", a.c_str(), dx_status_string(load.code()),
+                  load.message());
     } else if (verbose) {
       (void)index;
     }
@@ -101,12 +133,12 @@ int Plugins(const std::vector<std::string>& args) {
   Runtime r;
   int failures = Load(r, args, true);
   int32_t count = 0;
-  dx_runtime_plugin_count(r.rt, &count);
+  if (!Succeeded(dx_runtime_plugin_count(r.rt, &count))) count = 0;
   for (int32_t i = 0; i < count; ++i) {
     dx_plugin_info_t info;
     std::memset(&info, 0, sizeof info);
-    info.struct_size = DX_STRUCT_SIZE(dx_plugin_info_t, certification_note);
-    if (dx_runtime_plugin_info(r.rt, i, &info) != DX_OK) continue;
+    info.struct_size = DX_PLUGIN_INFO_SIZE_1_0;
+    if (!Succeeded(dx_runtime_plugin_info(r.rt, i, &info))) continue;
     std::printf("LOADED  %s %s (vendor: %s, build: %s)\n", info.name,
                 info.version[0] ? info.version : "-", info.vendor[0] ? info.vendor : "-",
                 info.build_id[0] ? info.build_id : "-");
@@ -122,19 +154,20 @@ int Plugins(const std::vector<std::string>& args) {
     }
   }
   int32_t devices = 0;
-  dx_runtime_device_count(r.rt, &devices);
+  if (!Succeeded(dx_runtime_device_count(r.rt, &devices))) devices = 0;
   for (int32_t i = 0; i < devices; ++i) {
     dx_device_info_t d;
     std::memset(&d, 0, sizeof d);
-    d.struct_size = DX_STRUCT_SIZE(dx_device_info_t, alignment);
-    if (dx_runtime_device_info(r.rt, i, &d) != DX_OK) continue;
+    d.struct_size = DX_DEVICE_INFO_SIZE_1_0;
+    if (!Succeeded(dx_runtime_device_info(r.rt, i, &d))) continue;
     std::printf("DEVICE  %s (%s:%d, plugin #%d, alignment %llu)\n", d.name,
                 DeviceName(d.device_type).c_str(), d.device_id, d.plugin_index,
                 static_cast<unsigned long long>(d.alignment));
     dx_memory_stats_t st;
     std::memset(&st, 0, sizeof st);
-    st.struct_size = DX_STRUCT_SIZE(dx_memory_stats_t, live_allocations);
-    if (dx_runtime_device_stats(r.rt, i, &st) == DX_OK) {
+    st.struct_size = DX_MEMORY_STATS_SIZE_1_0;
+    Result stats(dx_runtime_device_stats(r.rt, i, &st));
+    if (stats.ok()) {
       std::printf("  memory: %llu B in use (peak %llu) in %llu blocks, %llu B reserved (peak %llu)\n",
                   static_cast<unsigned long long>(st.in_use_bytes),
                   static_cast<unsigned long long>(st.peak_in_use_bytes),
@@ -142,7 +175,7 @@ int Plugins(const std::vector<std::string>& args) {
                   static_cast<unsigned long long>(st.reserved_bytes),
                   static_cast<unsigned long long>(st.peak_reserved_bytes));
     } else {
-      std::printf("  memory: no statistics (%s)\n", dx_last_error_message());
+      std::printf("  memory: no statistics (%s)\n", stats.message());
     }
   }
   if (count == 0 && failures == 0) return 1;
@@ -153,21 +186,20 @@ int Ops(const std::vector<std::string>& args) {
   Runtime r;
   int failures = Load(r, args, false);
   int32_t plugins = 0;
-  dx_runtime_plugin_count(r.rt, &plugins);
+  if (!Succeeded(dx_runtime_plugin_count(r.rt, &plugins))) plugins = 0;
   std::vector<std::string> plugin_names;
   for (int32_t i = 0; i < plugins; ++i) {
     dx_plugin_info_t info;
     std::memset(&info, 0, sizeof info);
-    info.struct_size = DX_STRUCT_SIZE(dx_plugin_info_t, num_transports);
-    dx_runtime_plugin_info(r.rt, i, &info);
-    plugin_names.push_back(info.name);
+    info.struct_size = DX_PLUGIN_INFO_SIZE_1_0;
+    plugin_names.push_back(Succeeded(dx_runtime_plugin_info(r.rt, i, &info)) ? info.name : "?");
   }
   int32_t ops = 0;
-  dx_runtime_op_count(r.rt, &ops);
+  if (!Succeeded(dx_runtime_op_count(r.rt, &ops))) ops = 0;
   std::map<std::string, dx_op_id_t> sorted;
   for (int32_t id = 0; id < ops; ++id) {
     const char* name = nullptr;
-    if (dx_runtime_op_name(r.rt, static_cast<dx_op_id_t>(id), &name) == DX_OK) {
+    if (Succeeded(dx_runtime_op_name(r.rt, static_cast<dx_op_id_t>(id), &name))) {
       sorted[name] = static_cast<dx_op_id_t>(id);
     }
   }
@@ -175,12 +207,12 @@ int Ops(const std::vector<std::string>& args) {
               "flags");
   for (const auto& [name, id] : sorted) {
     int32_t kernels = 0;
-    dx_runtime_kernel_count(r.rt, id, &kernels);
+    if (!Succeeded(dx_runtime_kernel_count(r.rt, id, &kernels))) kernels = 0;
     for (int32_t k = 0; k < kernels; ++k) {
       dx_kernel_info_t info;
       std::memset(&info, 0, sizeof info);
-      info.struct_size = DX_STRUCT_SIZE(dx_kernel_info_t, certified);
-      if (dx_runtime_kernel_info(r.rt, id, k, &info) != DX_OK) continue;
+      info.struct_size = DX_KERNEL_INFO_SIZE_1_0;
+      if (!Succeeded(dx_runtime_kernel_info(r.rt, id, k, &info))) continue;
       std::string sig;
       int32_t nin = (info.flags & DX_KERNEL_FLAG_VARIADIC) ? 1 : info.num_inputs;
       for (int32_t i = 0; i < info.num_dtypes; ++i) {

@@ -105,7 +105,7 @@ dx_error_t* reference_init(const dx_host_t* host, dx_host_context_t* context, vo
     }
 
     dx_memory_space_desc_t space{};
-    space.struct_size = DX_STRUCT_SIZE(dx_memory_space_desc_t, ipc_close);
+    space.struct_size = DX_MEMORY_SPACE_DESC_SIZE_1_0;
     space.name = "reference-cpu";
     space.device = DLDevice{kDLCPU, 0};
     space.kind = DX_MEMORY_HOST;
@@ -135,7 +135,7 @@ dx_error_t* reference_init(const dx_host_t* host, dx_host_context_t* context, vo
 void reference_shutdown(void* state) { delete static_cast<ReferenceState*>(state); }
 
 constexpr dx_plugin_t kReferencePlugin = {
-    DX_STRUCT_SIZE(dx_plugin_t, shutdown),
+    DX_PLUGIN_SIZE_1_0,
     DX_ABI_VERSION,
     0,
     "reference",
@@ -145,6 +145,7 @@ constexpr dx_plugin_t kReferencePlugin = {
     DX_PLUGIN_CAP_KERNELS | DX_PLUGIN_CAP_MEMORY | DX_PLUGIN_CAP_CONCURRENT_KERNELS,
     &reference_init,
     &reference_shutdown,
+    nullptr,  // get_extension: no extensions
 };
 
 }  // namespace

@@ -223,7 +223,7 @@ dx_error_t* trampoline(const dx_kernel_call_t* call) {
   if (host == nullptr) return nullptr;  // no way to report anything; cannot happen via a host
   try {
     if (call == nullptr) fail(DX_INVALID_ARGUMENT, "null kernel call");
-    if (call->struct_size < DX_STRUCT_SIZE(dx_kernel_call_t, host)) {
+    if (call->struct_size < DX_KERNEL_CALL_SIZE_1_0) {
       fail(DX_INVALID_ARGUMENT, "dx_kernel_call_t.struct_size " +
                                     std::to_string(call->struct_size) + " is too small");
     }
@@ -356,7 +356,7 @@ extern "C" dx_error_t* deepx_reference_register(const dx_host_t* host,
       for (DType d : entry.inputs) dtypes.push_back(to_dlpack(d));
       for (DType d : entry.outputs) dtypes.push_back(to_dlpack(d));
       dx_kernel_desc_t desc{};
-      desc.struct_size = DX_STRUCT_SIZE(dx_kernel_desc_t, cost);
+      desc.struct_size = DX_KERNEL_DESC_SIZE_1_0;
       desc.op_name = entry.op;
       desc.device_type = kDLCPU;
       desc.num_inputs = static_cast<int32_t>(entry.inputs.size());

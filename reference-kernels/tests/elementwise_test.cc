@@ -422,7 +422,7 @@ TEST_F(Elementwise, MalformedCallsAreErrorsNotCrashes) {
   const DLTensor* ins[] = {a.dl()};
   const DLTensor* outs[] = {out.dl()};
   dx_kernel_call_t call{};
-  call.struct_size = DX_STRUCT_SIZE(dx_kernel_call_t, host);
+  call.struct_size = DX_KERNEL_CALL_SIZE_1_0;
   call.kernel_data = neg->desc.kernel_data;
   call.inputs = ins;
   call.outputs = outs;

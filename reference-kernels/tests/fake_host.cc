@@ -30,7 +30,7 @@ void fake_host_free(void* p) { std::free(p); }
 dx_error_t* fake_register_kernel(dx_host_context_t* context, const dx_kernel_desc_t* desc) {
   auto* self = reinterpret_cast<FakeHost*>(context);
   if (desc == nullptr || desc->op_name == nullptr || desc->forward == nullptr ||
-      desc->struct_size < DX_STRUCT_SIZE(dx_kernel_desc_t, cost) || desc->num_inputs < 0 ||
+      desc->struct_size < DX_KERNEL_DESC_SIZE_1_0 || desc->num_inputs < 0 ||
       desc->num_outputs < 0) {
     return fake_error_create(DX_INVALID_ARGUMENT, "malformed kernel descriptor");
   }
@@ -74,7 +74,7 @@ std::string dtype_text(DLDataType t) {
 }  // namespace
 
 FakeHost::FakeHost() {
-  host_.struct_size = DX_STRUCT_SIZE(dx_host_t, register_transport);
+  host_.struct_size = DX_HOST_SIZE_1_0;
   host_.abi_version = DX_ABI_VERSION;
   host_.error_create = &fake_error_create;
   host_.error_destroy = &fake_error_destroy;
@@ -364,7 +364,7 @@ Status Reference::call_raw(const RegisteredKernel& kernel, const std::vector<con
                            const std::vector<const DLTensor*>& outputs,
                            const std::vector<dx_attr_t>& attrs, bool backward) {
   dx_kernel_call_t call{};
-  call.struct_size = DX_STRUCT_SIZE(dx_kernel_call_t, host);
+  call.struct_size = DX_KERNEL_CALL_SIZE_1_0;
   call.kernel_data = kernel.desc.kernel_data;
   call.inputs = inputs.empty() ? nullptr : inputs.data();
   call.outputs = outputs.empty() ? nullptr : outputs.data();

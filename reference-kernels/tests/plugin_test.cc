@@ -47,7 +47,7 @@ TEST_F(Plugin, ExportsOnlyTheEntry) {
 }
 
 TEST_F(Plugin, Descriptor) {
-  EXPECT_EQ(plugin_->struct_size, DX_STRUCT_SIZE(dx_plugin_t, shutdown));
+  EXPECT_EQ(plugin_->struct_size, DX_PLUGIN_SIZE_1_0);
   EXPECT_EQ(plugin_->abi_version, DX_ABI_VERSION);
   EXPECT_STREQ(plugin_->name, "reference");
   EXPECT_STREQ(plugin_->vendor, "deepx");
@@ -184,7 +184,7 @@ TEST_F(Plugin, InitRegistersEveryKernelAndTheMemorySpace) {
     EXPECT_NE(kernel.desc.forward, nullptr) << key;
     static const auto expected = expected_kernels();
     EXPECT_EQ(kernel.desc.backward != nullptr, expected.count(key) && expected.at(key)) << key;
-    EXPECT_EQ(kernel.desc.struct_size, DX_STRUCT_SIZE(dx_kernel_desc_t, cost)) << key;
+    EXPECT_EQ(kernel.desc.struct_size, DX_KERNEL_DESC_SIZE_1_0) << key;
   }
   EXPECT_EQ(got, expected_kernel_keys());
   EXPECT_EQ(got.size(), 704u);
@@ -197,7 +197,7 @@ TEST_F(Plugin, InitRegistersEveryKernelAndTheMemorySpace) {
   EXPECT_EQ(space.desc.device.device_id, 0);
   EXPECT_EQ(space.desc.kind, DX_MEMORY_HOST);
   EXPECT_EQ(space.desc.alignment, 64u);
-  EXPECT_EQ(space.desc.struct_size, DX_STRUCT_SIZE(dx_memory_space_desc_t, ipc_close));
+  EXPECT_EQ(space.desc.struct_size, DX_MEMORY_SPACE_DESC_SIZE_1_0);
   EXPECT_NE(space.desc.alloc, nullptr);
   EXPECT_NE(space.desc.free, nullptr);
   EXPECT_NE(space.desc.copy, nullptr);
@@ -216,7 +216,7 @@ TEST_F(Plugin, InitRegistersEveryKernelAndTheMemorySpace) {
   const DLTensor* ins[] = {a.dl(), b.dl()};
   const DLTensor* outs[] = {out.dl()};
   dx_kernel_call_t call{};
-  call.struct_size = DX_STRUCT_SIZE(dx_kernel_call_t, host);
+  call.struct_size = DX_KERNEL_CALL_SIZE_1_0;
   call.kernel_data = it->second.desc.kernel_data;
   call.inputs = ins;
   call.outputs = outs;

@@ -3,20 +3,48 @@
  * @brief The client-facing host API: what C programs, the Go/Java/Python bindings and the CLI
  * call to load plugins, make tensors and run ops.
  *
- * Conventions (abi/README.md has the full page):
- * - Handles are opaque pointers; every create has its destroy. Nothing is returned by value
- *   except from the few infallible queries.
- * - Every fallible function returns a ::dx_status_t: ::DX_OK (0) or an error code. On error the
- *   calling thread's last error message (dx_last_error_message()) says what went wrong; the
- *   out-parameters are left unchanged.
- * - Null pointers, wrong `struct_size`, out-of-range indices and bad shapes are reported as
- *   errors, never as crashes. Nothing of deepx or of a plugin throws, aborts or exits through
- *   this API.
- * - Strings returned by the API are borrowed: valid for the lifetime of the object they
- *   describe (usually the runtime). Strings passed in are NUL-terminated and copied.
- * - Threading: unless a function says otherwise, it may be called concurrently from any thread,
- *   except that dx_runtime_load_plugin(), dx_runtime_load_search_path() and
- *   dx_runtime_destroy() must not run concurrently with any other call on the same runtime.
+ * The conventions below are written out, with examples for C, Go, Java and Python, in
+ * docs/abi-conventions.md and docs/error-model.md; every declaration states the parts that
+ * apply to it.
+ *
+ * - **Errors are objects.** Every fallible function returns a ::dx_error_t pointer: null on
+ *   success; otherwise an error the caller owns, carrying a code (dx_error_code()) and a message
+ *   with its length (dx_error_message()), freed with dx_error_destroy(). Nothing is kept per
+ *   thread, so an error may be read on another thread than the one that made the call. On
+ *   error the out-parameters are left unchanged. The functions are marked ::DX_MUST_USE:
+ *   ignoring the result leaks the error; `dx_error_destroy(dx_tensor_destroy(t));` is the idiom
+ *   for a call whose failure the caller does not care about.
+ * - **Handles** (::dx_runtime_t, ::dx_tensor_t, ::dx_attrs_t, ::dx_safetensors_t) are opaque
+ *   pointer-sized values the caller never dereferences; they are not addresses of objects.
+ *   Each carries a generation: a handle that was destroyed, or one of another kind, is refused
+ *   with ::DX_FAILED_PRECONDITION by every call, destroy included, never used (a slot is
+ *   reused with a new generation; the check holds for 2^32 reuses of one slot). Every create
+ *   has its destroy; destroying null is a no-op.
+ * - **Lifetimes.** A tensor keeps its runtime's plugins alive: dx_runtime_destroy() invalidates
+ *   the runtime handle at once, and the plugins are shut down when the last tensor and DLPack
+ *   export of the runtime are gone (a tensor the caller forgets keeps them loaded; the runtime
+ *   logs a warning with the number of live tensors when it is destroyed with some left). A
+ *   view (dx_tensor_view()) or an export holds its storage like a reference count.
+ * - **Bad input** (null pointers, wrong `struct_size`, out-of-range indices, bad shapes,
+ *   views or imports that would reach outside their memory) is reported as an error, never as
+ *   a crash. Nothing of deepx or of a plugin throws, aborts or exits through this API.
+ * - **Strings** returned by the API are NUL-terminated and borrowed: valid for the lifetime of
+ *   the object they describe (usually the runtime); an error message also comes with its length.
+ *   Strings passed in are NUL-terminated (names, paths) or pointer + length (attribute values)
+ *   and are copied.
+ * - **Structs** passed in or filled start with `struct_size`: store the struct's named size
+ *   (e.g. ::DX_RUNTIME_OPTIONS_SIZE_1_0). Every constant is an object-like `#define` or an enum
+ *   value (no function-like macro is needed to call the API), and abi/deepx-abi.json lists
+ *   every constant, size, field offset and op for binding generators.
+ * - **Threading.** Every function may be called concurrently from any thread unless it says
+ *   otherwise. dx_runtime_load_plugin() and dx_runtime_load_search_path() may run while other
+ *   threads invoke ops on the same runtime (loads are serialised with each other; a call that
+ *   starts before a load completes sees the runtime as it was before it). The exceptions:
+ *   dx_runtime_destroy() must not overlap other calls on the same runtime, and a tensor,
+ *   attribute list or safetensors file must not be destroyed while another thread uses it
+ *   (later calls with the destroyed handle are refused, as above).
+ *
+ * @since 1.0
  */
 #ifndef DEEPX_HOST_H_
 #define DEEPX_HOST_H_
@@ -27,73 +55,116 @@
 extern "C" {
 #endif
 
-/** @brief A host runtime: its plugins, registries and tensors. */
+/** @brief A host runtime: its plugins, registries and tensors. A handle (see above).
+    @since 1.0 */
 typedef struct dx_runtime dx_runtime_t;
-/** @brief A tensor: a DLTensor plus the storage it views, allocated in a memory space. */
+/** @brief A tensor: a DLTensor plus the storage it views, allocated in a memory space. A
+    handle (see above). @since 1.0 */
 typedef struct dx_tensor dx_tensor_t;
-/** @brief A reusable list of named, typed op attributes. */
+/** @brief A reusable list of named, typed op attributes. A handle (see above). @since 1.0 */
 typedef struct dx_attrs dx_attrs_t;
-/** @brief An interned op id: dense, stable for the runtime's lifetime. */
+/** @brief An interned op id: dense, stable for the runtime's lifetime. @since 1.0 */
 typedef uint32_t dx_op_id_t;
 
 /**
  * @brief A dtype packed into 32 bits exactly as DLDataType lays it out in memory on a
  * little-endian machine: code | bits << 8 | lanes << 16. Used where a binding would otherwise
  * have to pass a struct by value.
+ * @since 1.0
  */
 typedef uint32_t dx_dtype_t;
-/** Packs a DLPack type code, bit width and lane count into a ::dx_dtype_t. */
+/** Packs a DLPack type code, bit width and lane count into a ::dx_dtype_t. @since 1.0 */
 #define DX_DTYPE(code, bits, lanes) \
   ((dx_dtype_t)(((uint32_t)(code)) | ((uint32_t)(bits) << 8) | ((uint32_t)(lanes) << 16)))
-#define DX_DTYPE_F64 DX_DTYPE(kDLFloat, 64, 1)            /**< 64-bit IEEE float. */
-#define DX_DTYPE_F32 DX_DTYPE(kDLFloat, 32, 1)            /**< 32-bit IEEE float. */
-#define DX_DTYPE_F16 DX_DTYPE(kDLFloat, 16, 1)            /**< 16-bit IEEE float. */
-#define DX_DTYPE_BF16 DX_DTYPE(kDLBfloat, 16, 1)          /**< bfloat16. */
-#define DX_DTYPE_I64 DX_DTYPE(kDLInt, 64, 1)              /**< int64_t. */
-#define DX_DTYPE_I32 DX_DTYPE(kDLInt, 32, 1)              /**< int32_t. */
-#define DX_DTYPE_I16 DX_DTYPE(kDLInt, 16, 1)              /**< int16_t. */
-#define DX_DTYPE_I8 DX_DTYPE(kDLInt, 8, 1)                /**< int8_t. */
-#define DX_DTYPE_U8 DX_DTYPE(kDLUInt, 8, 1)               /**< uint8_t. */
-#define DX_DTYPE_BOOL DX_DTYPE(DX_DLPACK_CODE_BOOL, 8, 1) /**< bool stored as one byte, 0 or 1. */
+/* The dtypes deepx knows, as plain constants (pinned to DX_DTYPE() by the ABI tests). */
+#define DX_DTYPE_F64 0x00014002u  /**< 64-bit IEEE float: DX_DTYPE(kDLFloat, 64, 1). @since 1.0 */
+#define DX_DTYPE_F32 0x00012002u  /**< 32-bit IEEE float: DX_DTYPE(kDLFloat, 32, 1). @since 1.0 */
+#define DX_DTYPE_F16 0x00011002u  /**< 16-bit IEEE float: DX_DTYPE(kDLFloat, 16, 1). @since 1.0 */
+#define DX_DTYPE_BF16 0x00011004u /**< bfloat16: DX_DTYPE(kDLBfloat, 16, 1). @since 1.0 */
+#define DX_DTYPE_I64 0x00014000u  /**< int64_t: DX_DTYPE(kDLInt, 64, 1). @since 1.0 */
+#define DX_DTYPE_I32 0x00012000u  /**< int32_t: DX_DTYPE(kDLInt, 32, 1). @since 1.0 */
+#define DX_DTYPE_I16 0x00011000u  /**< int16_t: DX_DTYPE(kDLInt, 16, 1). @since 1.0 */
+#define DX_DTYPE_I8 0x00010800u   /**< int8_t: DX_DTYPE(kDLInt, 8, 1). @since 1.0 */
+#define DX_DTYPE_U8 0x00010801u   /**< uint8_t: DX_DTYPE(kDLUInt, 8, 1). @since 1.0 */
+#define DX_DTYPE_BOOL 0x00010806u /**< bool, one byte 0 or 1: DX_DTYPE(6, 8, 1). @since 1.0 */
 
 /* ------------------------------------------------------------------------------------------ */
 /* Versions and errors                                                                         */
 /* ------------------------------------------------------------------------------------------ */
 
 /** @brief The packed ABI version (DX_MAKE_VERSION) of the host library actually loaded.
-    Compare with DX_ABI_VERSION to detect a header/library mismatch. Any thread. */
+    Compare with DX_ABI_VERSION to detect a header/library mismatch. Any thread. @since 1.0 */
 DX_EXPORT uint32_t dx_abi_version(void);
 
 /** @brief Static name of a status code ("INVALID_ARGUMENT"); "UNKNOWN" for unknown codes.
-    Never null; the string is static. Any thread. */
+    Never null; the string is static. Any thread. @since 1.0 */
 DX_EXPORT const char* dx_status_string(dx_status_t code);
 
 /** @brief Static short name of a dtype ("f32", "bf16", "bool"), or "unknown" for a dtype deepx
-    does not know. Never null. Any thread. */
+    does not know. Never null. Any thread. @since 1.0 */
 DX_EXPORT const char* dx_dtype_string(dx_dtype_t dtype);
 
-/** @brief The message of the last error on the calling thread, or "" when there was none.
-    Borrowed: valid until the next deepx call on this thread. Any thread (thread-local). */
-DX_EXPORT const char* dx_last_error_message(void);
+/**
+ * @brief The code of an error returned by a deepx call.
+ * @param error an error, or null (success).
+ * @return ::DX_OK for null, else the error's code (never ::DX_OK). Any thread; the error is
+ *         only read.
+ * @since 1.0
+ */
+DX_EXPORT dx_status_t dx_error_code(const dx_error_t* error);
+
+/**
+ * @brief The message of an error returned by a deepx call: what went wrong, naming the call
+ * and the argument or object at fault.
+ * @param error an error, or null (success: the message is "").
+ * @param out_length receives the message's length in bytes, without the terminating NUL; may
+ *        be null.
+ * @return the UTF-8 message, NUL-terminated, owned by `error` and valid until it is destroyed.
+ *         Never null. Any thread; the error is only read.
+ * @since 1.0
+ */
+DX_EXPORT const char* dx_error_message(const dx_error_t* error, size_t* out_length);
+
+/**
+ * @brief Frees an error returned by a deepx call. Null is a no-op. Any thread, once per error.
+ * @since 1.0
+ */
+DX_EXPORT void dx_error_destroy(dx_error_t* error);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Runtime and plugins                                                                         */
 /* ------------------------------------------------------------------------------------------ */
 
-/** @brief Bit set of DX_RUNTIME_FLAG_* values. */
+/** @brief Bit set of DX_RUNTIME_FLAG_* values. @since 1.0 */
 typedef uint64_t dx_runtime_flags_t;
 /** Ignore DEEPX_PLUGIN_PATH: neither dx_runtime_load_plugin() (by name) nor
-    dx_runtime_load_search_path() look there. */
+    dx_runtime_load_search_path() look there. @since 1.0 */
 #define DX_RUNTIME_FLAG_IGNORE_ENV ((dx_runtime_flags_t)1u << 0)
 /** Trust-gated dispatch: run a kernel only if a valid certificate (written by `deepx certify`)
     covers its plugin binary (by SHA-256), op, device type and dtypes; otherwise dx_invoke()
     refuses with ::DX_PERMISSION_DENIED. Also turned on by DEEPX_REQUIRE_CERTIFIED=1 in the
-    environment (unless ::DX_RUNTIME_FLAG_IGNORE_ENV). */
+    environment (unless ::DX_RUNTIME_FLAG_IGNORE_ENV). @since 1.0 */
 #define DX_RUNTIME_FLAG_REQUIRE_CERTIFIED ((dx_runtime_flags_t)1u << 1)
 
-/** @brief Options of dx_runtime_create(). Zero-initialise, then set `struct_size`. */
+/**
+ * @brief Receives the log messages of a runtime and of its plugins (dx_runtime_options_t::log).
+ * @param user_data the options' `log_user_data`, passed back unchanged.
+ * @param level a ::dx_log_level_t value.
+ * @param source "host" or the name of the plugin that logged, NUL-terminated.
+ * @param message the message, UTF-8, `length` bytes (also NUL-terminated).
+ * @param length the message's length in bytes.
+ * Both strings are borrowed for the call only. Called on any thread, concurrently, including
+ * threads the caller never made (a plugin's workers); it must not block for long and must not
+ * call back into deepx for the same runtime.
+ * @since 1.0
+ */
+typedef void (*dx_log_fn)(void* user_data, int32_t level, const char* source,
+                          const char* message, size_t length);
+
+/** @brief Options of dx_runtime_create(). Zero-initialise, then set `struct_size`.
+    @since 1.0 */
 typedef struct dx_runtime_options {
-  /** DX_STRUCT_SIZE(dx_runtime_options_t, certificate_path); written by the caller. */
+  /** ::DX_RUNTIME_OPTIONS_SIZE_1_0; written by the caller. */
   size_t struct_size;
   /** DX_RUNTIME_FLAG_* bits. */
   dx_runtime_flags_t flags;
@@ -104,22 +175,39 @@ typedef struct dx_runtime_options {
       DEEPX_CERTIFICATE_PATH and before `<plugin file>.certificate` next to the library; may be
       null. Copied. */
   const char* certificate_path;
+  /** Where the runtime's and its plugins' log messages go, or null for standard error (where
+      DEEPX_LOG_LEVEL, 0-3, sets the threshold; default 2, warnings). With a callback every
+      message is passed on and the callback filters. */
+  dx_log_fn log;
+  /** Passed back to `log` unchanged; deepx never dereferences it. */
+  void* log_user_data;
+  /** Extensions of the runtime's options (see ::dx_extension_t), or null; borrowed for the
+      call. The host refuses none: it skips entries it does not know. */
+  const dx_extension_t* next;
 } dx_runtime_options_t;
 
 /**
  * @brief Creates a runtime with no plugins loaded.
  * @param options may be null for defaults; borrowed for the call.
  * @param out_runtime receives the runtime; destroy it with dx_runtime_destroy().
+ * @since 1.0
  */
-DX_EXPORT dx_status_t dx_runtime_create(const dx_runtime_options_t* options,
+DX_MUST_USE DX_EXPORT dx_error_t* dx_runtime_create(const dx_runtime_options_t* options,
                                         dx_runtime_t** out_runtime);
 
 /**
- * @brief Destroys a runtime: frees its remaining tensors' storage once no DLPack export still
- * references it, calls each plugin's shutdown, and frees the runtime. Null is a no-op.
- * Libraries stay mapped (plugins are never unloaded). Not concurrently with other calls on it.
+ * @brief Destroys a runtime handle. Null is a no-op.
+ *
+ * The handle is invalid at once (later calls with it are refused with
+ * ::DX_FAILED_PRECONDITION). The runtime itself lives on while any of its tensors (handles,
+ * views, DLPack exports) does: those stay fully usable, and each plugin's shutdown runs when
+ * the last of them is destroyed, or here when there are none. A runtime destroyed with live
+ * tensors logs a warning naming how many. Libraries stay mapped (plugins are never unloaded).
+ * Must not overlap other calls on the same runtime.
+ * @return ::DX_FAILED_PRECONDITION for a handle already destroyed or of another kind.
+ * @since 1.0
  */
-DX_EXPORT dx_status_t dx_runtime_destroy(dx_runtime_t* runtime);
+DX_MUST_USE DX_EXPORT dx_error_t* dx_runtime_destroy(dx_runtime_t* runtime);
 
 /**
  * @brief Loads one plugin.
@@ -130,25 +218,38 @@ DX_EXPORT dx_status_t dx_runtime_destroy(dx_runtime_t* runtime);
  * @param out_plugin_index receives the plugin's index; may be null.
  * @return ::DX_NOT_FOUND (with every path tried in the message), ::DX_VERSION_MISMATCH (with
  *         both versions and what to do), ::DX_PLUGIN_ERROR for a malformed plugin,
- *         ::DX_ALREADY_EXISTS if a plugin of that name is loaded, or the plugin's init error.
+ *         ::DX_ALREADY_EXISTS if a plugin of that name is loaded, ::DX_IO_ERROR for a file that
+ *         is not a loadable shared object (not a regular file, truncated, not ELF for this
+ *         machine: checked before the dynamic loader sees it), or the plugin's init error.
  *         On any error nothing of the plugin stays registered.
+ *
+ * Threading: may run while other threads use the runtime (invoke, tensors, queries); loads are
+ * serialised with each other. A call that started before the load completed sees the runtime
+ * without the new plugin.
+ * @since 1.0
  */
-DX_EXPORT dx_status_t dx_runtime_load_plugin(dx_runtime_t* runtime, const char* name_or_path,
+DX_MUST_USE DX_EXPORT dx_error_t* dx_runtime_load_plugin(dx_runtime_t* runtime, const char* name_or_path,
                                              int32_t* out_plugin_index);
 
 /**
  * @brief Loads every `libdeepx-plugin-*.so` found in the options' plugin_path and
- * DEEPX_PLUGIN_PATH (first occurrence of a name wins). Plugins that fail to load are skipped and
- * logged; the last failure's message is kept as the thread's last error message.
+ * DEEPX_PLUGIN_PATH (first occurrence of a name wins). A plugin that fails to load is skipped
+ * and logged with its reason (a bad file does not stop the scan); the call still succeeds.
  * @param runtime the runtime to load into.
  * @param out_loaded receives how many plugins loaded; may be null.
+ * @param out_failed receives how many plugin files failed to load; may be null.
+ * Threading: as dx_runtime_load_plugin().
+ * @since 1.0
  */
-DX_EXPORT dx_status_t dx_runtime_load_search_path(dx_runtime_t* runtime, int32_t* out_loaded);
+DX_MUST_USE DX_EXPORT dx_error_t* dx_runtime_load_search_path(dx_runtime_t* runtime,
+                                                               int32_t* out_loaded,
+                                                               int32_t* out_failed);
 
-/** @brief Number of loaded plugins. */
-DX_EXPORT dx_status_t dx_runtime_plugin_count(const dx_runtime_t* runtime, int32_t* out_count);
+/** @brief Number of loaded plugins. @since 1.0 */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_runtime_plugin_count(const dx_runtime_t* runtime, int32_t* out_count);
 
-/** @brief Certification state of a loaded plugin (dx_plugin_info_t::certification). */
+/** @brief Certification state of a loaded plugin (dx_plugin_info_t::certification).
+    @since 1.0 */
 typedef enum dx_certification {
   DX_CERTIFICATION_NONE = 0,    /**< No certificate file was found. */
   DX_CERTIFICATION_VALID = 1,   /**< A certificate matches the plugin binary's SHA-256. */
@@ -156,9 +257,10 @@ typedef enum dx_certification {
                                      plugin, or was issued for another binary. */
 } dx_certification_t;
 
-/** @brief What a loaded plugin declared. Strings are borrowed for the runtime's lifetime. */
+/** @brief What a loaded plugin declared. Strings are borrowed for the runtime's lifetime.
+    @since 1.0 */
 typedef struct dx_plugin_info {
-  /** DX_STRUCT_SIZE(dx_plugin_info_t, certification_note); written by the caller. */
+  /** ::DX_PLUGIN_INFO_SIZE_1_0; written by the caller. */
   size_t struct_size;
   const char* name;     /**< Plugin name. */
   const char* vendor;   /**< Vendor, "" when not given. */
@@ -181,20 +283,43 @@ typedef struct dx_plugin_info {
  * @param runtime the runtime.
  * @param index 0 .. dx_runtime_plugin_count() - 1.
  * @param out_info caller-owned; set `struct_size` first; filled up to min(known, struct_size).
+ * @since 1.0
  */
-DX_EXPORT dx_status_t dx_runtime_plugin_info(const dx_runtime_t* runtime, int32_t index,
-                                             dx_plugin_info_t* out_info);
+DX_MUST_USE DX_EXPORT dx_error_t* dx_runtime_plugin_info(const dx_runtime_t* runtime,
+                                                          int32_t index,
+                                                          dx_plugin_info_t* out_info);
+
+/**
+ * @brief Asks loaded plugin `index` for one of its extensions (dx_plugin_t::get_extension).
+ * @param runtime the runtime.
+ * @param index 0 .. dx_runtime_plugin_count() - 1.
+ * @param name the extension's namespaced name, NUL-terminated; borrowed for the call.
+ * @param min_version the oldest version of the extension the caller can use.
+ * @param out_extension receives the extension struct, borrowed for as long as the runtime's
+ *        plugins stay loaded (see the lifetime rules above), or null when the plugin does not
+ *        offer it (not an error).
+ * @return ::DX_OUT_OF_RANGE for a bad index; ::DX_PLUGIN_ERROR when the plugin returns a
+ *         struct whose header is malformed (a `struct_size` below ::DX_EXTENSION_SIZE_1_0, or
+ *         another name).
+ * Any thread.
+ * @since 1.0
+ */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_runtime_plugin_extension(const dx_runtime_t* runtime,
+                                                               int32_t index, const char* name,
+                                                               uint32_t min_version,
+                                                               const dx_extension_t** out_extension);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Devices (memory spaces)                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 
-/** @brief Number of registered memory spaces ("devices"), over all plugins. */
-DX_EXPORT dx_status_t dx_runtime_device_count(const dx_runtime_t* runtime, int32_t* out_count);
+/** @brief Number of registered memory spaces ("devices"), over all plugins. @since 1.0 */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_runtime_device_count(const dx_runtime_t* runtime, int32_t* out_count);
 
-/** @brief What a memory space declared. Strings are borrowed for the runtime's lifetime. */
+/** @brief What a memory space declared. Strings are borrowed for the runtime's lifetime.
+    @since 1.0 */
 typedef struct dx_device_info {
-  /** DX_STRUCT_SIZE(dx_device_info_t, alignment); written by the caller. */
+  /** ::DX_DEVICE_INFO_SIZE_1_0; written by the caller. */
   size_t struct_size;
   const char* name;     /**< Space name, e.g. "cpu". */
   int32_t device_type;  /**< DLDeviceType. */
@@ -205,51 +330,54 @@ typedef struct dx_device_info {
   uint64_t alignment;   /**< Alignment of every allocation, in bytes. */
 } dx_device_info_t;
 
-/** @brief Describes device `index`; set `out_info->struct_size` first. */
-DX_EXPORT dx_status_t dx_runtime_device_info(const dx_runtime_t* runtime, int32_t index,
+/** @brief Describes device `index`; set `out_info->struct_size` first. @since 1.0 */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_runtime_device_info(const dx_runtime_t* runtime, int32_t index,
                                              dx_device_info_t* out_info);
 
 /**
  * @brief Reads device `index`'s allocation statistics (bytes in use and reserved, their peaks,
  * live allocations) from the memory space that serves it.
  *
- * Set `out_stats->struct_size` (DX_STRUCT_SIZE(dx_memory_stats_t, live_allocations)) first;
+ * Set `out_stats->struct_size` (::DX_MEMORY_STATS_SIZE_1_0) first;
  * fields beyond it are left alone. Any thread; the plugin's slot must tolerate being called while
  * kernels and copies run. ::DX_OUT_OF_RANGE for a bad index; ::DX_UNSUPPORTED when the space's plugin has no
  * `stats` slot; otherwise the plugin's error, if any.
+ * @since 1.0
  */
-DX_EXPORT dx_status_t dx_runtime_device_stats(const dx_runtime_t* runtime, int32_t index,
+DX_MUST_USE DX_EXPORT dx_error_t* dx_runtime_device_stats(const dx_runtime_t* runtime, int32_t index,
                                               dx_memory_stats_t* out_stats);
 
-/** @brief Finds a device by name ("cpu", "cuda:0"); ::DX_NOT_FOUND when absent. */
-DX_EXPORT dx_status_t dx_runtime_find_device(const dx_runtime_t* runtime, const char* name,
+/** @brief Finds a device by name ("cpu", "cuda:0"); ::DX_NOT_FOUND when absent. @since 1.0 */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_runtime_find_device(const dx_runtime_t* runtime, const char* name,
                                              int32_t* out_index);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Ops and kernels                                                                             */
 /* ------------------------------------------------------------------------------------------ */
 
-/** @brief Number of interned ops; ids are 0 .. count-1. */
-DX_EXPORT dx_status_t dx_runtime_op_count(const dx_runtime_t* runtime, int32_t* out_count);
+/** @brief Number of interned ops; ids are 0 .. count-1. @since 1.0 */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_runtime_op_count(const dx_runtime_t* runtime, int32_t* out_count);
 
-/** @brief Name of op `id`; borrowed for the runtime's lifetime. */
-DX_EXPORT dx_status_t dx_runtime_op_name(const dx_runtime_t* runtime, dx_op_id_t id,
+/** @brief Name of op `id`; borrowed for the runtime's lifetime. @since 1.0 */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_runtime_op_name(const dx_runtime_t* runtime, dx_op_id_t id,
                                          const char** out_name);
 
 /**
  * @brief Interns an op name: resolve once, then call dx_invoke() with the id on the hot path.
  * @return ::DX_NOT_FOUND when no kernel of any loaded plugin implements the op.
+ * @since 1.0
  */
-DX_EXPORT dx_status_t dx_runtime_op_lookup(const dx_runtime_t* runtime, const char* name,
+DX_MUST_USE DX_EXPORT dx_error_t* dx_runtime_op_lookup(const dx_runtime_t* runtime, const char* name,
                                            dx_op_id_t* out_id);
 
-/** @brief Number of kernels registered for op `id`, over all plugins. */
-DX_EXPORT dx_status_t dx_runtime_kernel_count(const dx_runtime_t* runtime, dx_op_id_t id,
+/** @brief Number of kernels registered for op `id`, over all plugins. @since 1.0 */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_runtime_kernel_count(const dx_runtime_t* runtime, dx_op_id_t id,
                                               int32_t* out_count);
 
-/** @brief What a registered kernel declared. Pointers are borrowed for the runtime's life. */
+/** @brief What a registered kernel declared. Pointers are borrowed for the runtime's life.
+    @since 1.0 */
 typedef struct dx_kernel_info {
-  /** DX_STRUCT_SIZE(dx_kernel_info_t, certified); written by the caller. */
+  /** ::DX_KERNEL_INFO_SIZE_1_0; written by the caller. */
   size_t struct_size;
   int32_t plugin_index;     /**< Plugin that registered it. */
   int32_t device_type;      /**< DLDeviceType it runs on. */
@@ -266,8 +394,8 @@ typedef struct dx_kernel_info {
   int32_t reserved2;        /**< Zero. */
 } dx_kernel_info_t;
 
-/** @brief Describes kernel `index` of op `id`; set `out_info->struct_size` first. */
-DX_EXPORT dx_status_t dx_runtime_kernel_info(const dx_runtime_t* runtime, dx_op_id_t id,
+/** @brief Describes kernel `index` of op `id`; set `out_info->struct_size` first. @since 1.0 */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_runtime_kernel_info(const dx_runtime_t* runtime, dx_op_id_t id,
                                              int32_t index, dx_kernel_info_t* out_info);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -283,8 +411,9 @@ DX_EXPORT dx_status_t dx_runtime_kernel_info(const dx_runtime_t* runtime, dx_op_
  * @param ndim 0 to 32.
  * @param out_tensor receives the tensor; destroy with dx_tensor_destroy(). Contents are
  *        uninitialised.
+ * @since 1.0
  */
-DX_EXPORT dx_status_t dx_tensor_create(dx_runtime_t* runtime, int32_t device_index,
+DX_MUST_USE DX_EXPORT dx_error_t* dx_tensor_create(dx_runtime_t* runtime, int32_t device_index,
                                        dx_dtype_t dtype, const int64_t* shape, int32_t ndim,
                                        dx_tensor_t** out_tensor);
 
@@ -299,50 +428,53 @@ DX_EXPORT dx_status_t dx_tensor_create(dx_runtime_t* runtime, int32_t device_ind
  * @param elem_offset offset in elements from `base`'s element 0 (may be negative when `base`
  *        is itself an offset view).
  * @param out_tensor receives the view; destroy it with dx_tensor_destroy().
+ * @since 1.0
  */
-DX_EXPORT dx_status_t dx_tensor_view(const dx_tensor_t* base, const int64_t* shape,
+DX_MUST_USE DX_EXPORT dx_error_t* dx_tensor_view(const dx_tensor_t* base, const int64_t* shape,
                                      const int64_t* strides, int32_t ndim, int64_t elem_offset,
                                      dx_tensor_t** out_tensor);
 
 /** @brief Destroys a tensor handle; its storage is freed when no other view or DLPack export
-    references it. Null is a no-op. Not concurrently with other uses of the same tensor. */
-DX_EXPORT dx_status_t dx_tensor_destroy(dx_tensor_t* tensor);
+    references it. Null is a no-op. Not concurrently with other uses of the same tensor. @since 1.0 */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_tensor_destroy(dx_tensor_t* tensor);
 
-/** @brief The tensor's DLTensor view, borrowed for the tensor's lifetime. */
-DX_EXPORT dx_status_t dx_tensor_dltensor(const dx_tensor_t* tensor, const DLTensor** out);
+/** @brief The tensor's DLTensor view, borrowed for the tensor's lifetime. @since 1.0 */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_tensor_dltensor(const dx_tensor_t* tensor, const DLTensor** out);
 
-/** @brief Rank of the tensor. */
-DX_EXPORT dx_status_t dx_tensor_ndim(const dx_tensor_t* tensor, int32_t* out_ndim);
+/** @brief Rank of the tensor. @since 1.0 */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_tensor_ndim(const dx_tensor_t* tensor, int32_t* out_ndim);
 
-/** @brief Copies the shape into `out_shape` (capacity `capacity` entries, >= ndim). */
-DX_EXPORT dx_status_t dx_tensor_shape(const dx_tensor_t* tensor, int64_t* out_shape,
+/** @brief Copies the shape into `out_shape` (capacity `capacity` entries, >= ndim). @since 1.0 */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_tensor_shape(const dx_tensor_t* tensor, int64_t* out_shape,
                                       int32_t capacity);
 
-/** @brief Dtype of the tensor. */
-DX_EXPORT dx_status_t dx_tensor_dtype(const dx_tensor_t* tensor, dx_dtype_t* out_dtype);
+/** @brief Dtype of the tensor. @since 1.0 */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_tensor_dtype(const dx_tensor_t* tensor, dx_dtype_t* out_dtype);
 
 /** @brief Index of the device (memory space) holding the tensor, or -1 for an imported tensor
-    whose device no loaded plugin serves. */
-DX_EXPORT dx_status_t dx_tensor_device(const dx_tensor_t* tensor, int32_t* out_device_index);
+    whose device no loaded plugin serves. @since 1.0 */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_tensor_device(const dx_tensor_t* tensor, int32_t* out_device_index);
 
-/** @brief Number of elements (product of the shape). */
-DX_EXPORT dx_status_t dx_tensor_numel(const dx_tensor_t* tensor, int64_t* out_numel);
+/** @brief Number of elements (product of the shape). @since 1.0 */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_tensor_numel(const dx_tensor_t* tensor, int64_t* out_numel);
 
 /**
  * @brief Copies `size` bytes of host memory into the tensor, in row-major element order,
  * through the tensor's memory space. `size` must equal numel × element size.
  * Works for any strides and any memory space.
+ * @since 1.0
  */
-DX_EXPORT dx_status_t dx_tensor_write(dx_tensor_t* tensor, const void* data, uint64_t size);
+DX_MUST_USE DX_EXPORT dx_error_t* dx_tensor_write(dx_tensor_t* tensor, const void* data, uint64_t size);
 
-/** @brief Copies the tensor's elements, in row-major order, into `size` bytes of host memory. */
-DX_EXPORT dx_status_t dx_tensor_read(const dx_tensor_t* tensor, void* data, uint64_t size);
+/** @brief Copies the tensor's elements, in row-major order, into `size` bytes of host memory. @since 1.0 */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_tensor_read(const dx_tensor_t* tensor, void* data, uint64_t size);
 
 /**
  * @brief Copies the elements of `src` into `dst`: same dtype and shape, any devices, any
  * strides. Synchronous.
+ * @since 1.0
  */
-DX_EXPORT dx_status_t dx_tensor_copy(dx_runtime_t* runtime, dx_tensor_t* dst,
+DX_MUST_USE DX_EXPORT dx_error_t* dx_tensor_copy(dx_runtime_t* runtime, dx_tensor_t* dst,
                                      const dx_tensor_t* src);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -375,72 +507,82 @@ DX_EXPORT dx_status_t dx_tensor_copy(dx_runtime_t* runtime, dx_tensor_t* dst,
  * unsupported dtype, null data with elements) the deleter is called before returning; on
  * success it is called exactly once, when the last tensor view of the storage is destroyed.
  * A read-only import (DX_DLPACK_FLAG_READ_ONLY) is refused as an output of dx_invoke().
+ * @since 1.0
  */
-DX_EXPORT dx_status_t dx_tensor_from_dlpack(dx_runtime_t* runtime,
+DX_MUST_USE DX_EXPORT dx_error_t* dx_tensor_from_dlpack(dx_runtime_t* runtime,
                                             dx_dlpack_versioned_t* managed,
                                             dx_tensor_t** out_tensor);
 
-/** @brief Imports a legacy (unversioned) DLPack tensor; ownership as dx_tensor_from_dlpack(). */
-DX_EXPORT dx_status_t dx_tensor_from_dlpack_legacy(dx_runtime_t* runtime,
+/** @brief Imports a legacy (unversioned) DLPack tensor; ownership as dx_tensor_from_dlpack(). @since 1.0 */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_tensor_from_dlpack_legacy(dx_runtime_t* runtime,
                                                    DLManagedTensor* managed,
                                                    dx_tensor_t** out_tensor);
 
 /**
  * @brief Exports a tensor as DLPack 1.0 without copying. The export keeps the storage alive
  * independently of `tensor`; the consumer calls `deleter` exactly once. Any thread.
+ * @since 1.0
  */
-DX_EXPORT dx_status_t dx_tensor_to_dlpack(const dx_tensor_t* tensor,
+DX_MUST_USE DX_EXPORT dx_error_t* dx_tensor_to_dlpack(const dx_tensor_t* tensor,
                                           dx_dlpack_versioned_t** out_managed);
 
-/** @brief Exports a tensor as a legacy DLManagedTensor; as dx_tensor_to_dlpack(). */
-DX_EXPORT dx_status_t dx_tensor_to_dlpack_legacy(const dx_tensor_t* tensor,
+/** @brief Exports a tensor as a legacy DLManagedTensor; as dx_tensor_to_dlpack(). @since 1.0 */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_tensor_to_dlpack_legacy(const dx_tensor_t* tensor,
                                                  DLManagedTensor** out_managed);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Attributes                                                                                  */
 /* ------------------------------------------------------------------------------------------ */
 
-/** @brief Creates an empty attribute list; destroy with dx_attrs_destroy(). */
-DX_EXPORT dx_status_t dx_attrs_create(dx_attrs_t** out_attrs);
-/** @brief Destroys an attribute list. Null is a no-op. */
-DX_EXPORT dx_status_t dx_attrs_destroy(dx_attrs_t* attrs);
-/** @brief Sets (or replaces) an i64 attribute. Not concurrently with other uses of `attrs`. */
-DX_EXPORT dx_status_t dx_attrs_set_i64(dx_attrs_t* attrs, const char* name, int64_t value);
-/** @brief Sets (or replaces) an f64 attribute. */
-DX_EXPORT dx_status_t dx_attrs_set_f64(dx_attrs_t* attrs, const char* name, double value);
-/** @brief Sets (or replaces) a bool attribute (`value` 0 or 1). */
-DX_EXPORT dx_status_t dx_attrs_set_bool(dx_attrs_t* attrs, const char* name, int32_t value);
-/** @brief Sets (or replaces) a string attribute; `value` is NUL-terminated and copied. */
-DX_EXPORT dx_status_t dx_attrs_set_string(dx_attrs_t* attrs, const char* name,
-                                          const char* value);
-/** @brief Sets (or replaces) an i64-array attribute; `count` values copied (may be 0). */
-DX_EXPORT dx_status_t dx_attrs_set_i64_array(dx_attrs_t* attrs, const char* name,
+/** @brief Creates an empty attribute list; destroy with dx_attrs_destroy(). @since 1.0 */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_attrs_create(dx_attrs_t** out_attrs);
+/** @brief Destroys an attribute list. Null is a no-op. @since 1.0 */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_attrs_destroy(dx_attrs_t* attrs);
+/** @brief Sets (or replaces) an i64 attribute. Not concurrently with other uses of `attrs`. @since 1.0 */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_attrs_set_i64(dx_attrs_t* attrs, const char* name, int64_t value);
+/** @brief Sets (or replaces) an f64 attribute. @since 1.0 */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_attrs_set_f64(dx_attrs_t* attrs, const char* name, double value);
+/** @brief Sets (or replaces) a bool attribute (`value` 0 or 1). @since 1.0 */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_attrs_set_bool(dx_attrs_t* attrs, const char* name, int32_t value);
+/** @brief Sets (or replaces) a string attribute: `length` bytes of UTF-8 at `value`, copied
+    (kernels see them NUL-terminated too, so the bytes must not contain NUL); `length` -1 means
+    `value` is NUL-terminated. @since 1.0 */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_attrs_set_string(dx_attrs_t* attrs, const char* name,
+                                                       const char* value, int64_t length);
+/** @brief Sets (or replaces) an i64-array attribute; `count` values copied (may be 0). @since 1.0 */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_attrs_set_i64_array(dx_attrs_t* attrs, const char* name,
                                              const int64_t* values, int64_t count);
-/** @brief Sets (or replaces) an f64-array attribute; `count` values copied (may be 0). */
-DX_EXPORT dx_status_t dx_attrs_set_f64_array(dx_attrs_t* attrs, const char* name,
+/** @brief Sets (or replaces) an f64-array attribute; `count` values copied (may be 0). @since 1.0 */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_attrs_set_f64_array(dx_attrs_t* attrs, const char* name,
                                              const double* values, int64_t count);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Invocation                                                                                  */
 /* ------------------------------------------------------------------------------------------ */
 
-/** @brief Bit set of DX_INVOKE_FLAG_* values. */
+/** @brief Bit set of DX_INVOKE_FLAG_* values. @since 1.0 */
 typedef uint64_t dx_invoke_flags_t;
 /** Run the op's backward kernel. Inputs: the output gradients, then the forward inputs, then
-    the forward outputs; outputs: the input gradients (null entries for unwanted ones). */
+    the forward outputs; outputs: the input gradients (null entries for unwanted ones). @since 1.0 */
 #define DX_INVOKE_FLAG_BACKWARD ((dx_invoke_flags_t)1u << 0)
-/** Run only kernels of the plugin `plugin_index` (else any plugin, in load order). */
+/** Run only kernels of the plugin `plugin_index` (else any plugin, in load order). @since 1.0 */
 #define DX_INVOKE_FLAG_PLUGIN ((dx_invoke_flags_t)1u << 1)
 
 /** @brief Options of dx_invoke_ex(). Zero-initialise, then set `struct_size`; a zeroed field
-    means the default. */
+    means the default. @since 1.0 */
 typedef struct dx_invoke_options {
-  /** DX_STRUCT_SIZE(dx_invoke_options_t, plugin_index); written by the caller. */
+  /** ::DX_INVOKE_OPTIONS_SIZE_1_0; written by the caller. */
   size_t struct_size;
   /** DX_INVOKE_FLAG_* bits. */
   dx_invoke_flags_t flags;
   /** Plugin whose kernels may run, when ::DX_INVOKE_FLAG_PLUGIN is set. */
   int32_t plugin_index;
+  /** Reserved, zero. */
+  int32_t reserved;
+  /** Extensions of this call (see ::dx_extension_t), or null; borrowed for the call. Unknown
+      entries are skipped. The asynchronous, stream-ordered invoke planned for a later minor
+      arrives this way or as appended fields (docs/versioning.md). */
+  const dx_extension_t* next;
 } dx_invoke_options_t;
 
 /**
@@ -460,191 +602,44 @@ typedef struct dx_invoke_options {
  *        schema are refused with ::DX_INVALID_ARGUMENT.
  * @return ::DX_NOT_FOUND for an unknown id, ::DX_UNSUPPORTED when no kernel matches (the message
  *         lists the signature asked for and the ones available), or the kernel's error.
+ * @since 1.0
  */
-DX_EXPORT dx_status_t dx_invoke(dx_runtime_t* runtime, dx_op_id_t op,
+DX_MUST_USE DX_EXPORT dx_error_t* dx_invoke(dx_runtime_t* runtime, dx_op_id_t op,
                                 dx_tensor_t* const* inputs, int32_t num_inputs,
                                 dx_tensor_t* const* outputs, int32_t num_outputs,
                                 const dx_attrs_t* attrs);
 
-/** @brief As dx_invoke(), resolving the op by name first (a string lookup per call). */
-DX_EXPORT dx_status_t dx_invoke_by_name(dx_runtime_t* runtime, const char* op_name,
+/** @brief As dx_invoke(), resolving the op by name first (a string lookup per call). @since 1.0 */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_invoke_by_name(dx_runtime_t* runtime, const char* op_name,
                                         dx_tensor_t* const* inputs, int32_t num_inputs,
                                         dx_tensor_t* const* outputs, int32_t num_outputs,
                                         const dx_attrs_t* attrs);
 
 /** @brief As dx_invoke(), with options (a plugin to use, the backward pass); `options` may be
-    null for the defaults. */
-DX_EXPORT dx_status_t dx_invoke_ex(dx_runtime_t* runtime, dx_op_id_t op,
+    null for the defaults. @since 1.0 */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_invoke_ex(dx_runtime_t* runtime, dx_op_id_t op,
                                    dx_tensor_t* const* inputs, int32_t num_inputs,
                                    dx_tensor_t* const* outputs, int32_t num_outputs,
                                    const dx_attrs_t* attrs, const dx_invoke_options_t* options);
 
 /* ------------------------------------------------------------------------------------------ */
-/* Tensors on disk: safetensors                                                                */
+/* Named 1.0 sizes                                                                             */
 /* ------------------------------------------------------------------------------------------ */
 
-/**
- * @brief Options of dx_safetensors_save(). Zero-initialise, then set `struct_size`; a zeroed
- * field means the default. Borrowed for the call.
- */
-typedef struct dx_safetensors_save_options {
-  /** DX_STRUCT_SIZE(dx_safetensors_save_options_t, metadata_values); written by the caller. */
-  size_t struct_size;
-  /** Number of entries in `metadata_keys` and `metadata_values` (0 for no `__metadata__`). */
-  int64_t metadata_count;
-  /** `metadata_count` NUL-terminated UTF-8 keys, pairwise distinct; copied into the file's
-      `__metadata__` object. May be null when `metadata_count` is 0. */
-  const char* const* metadata_keys;
-  /** `metadata_count` NUL-terminated UTF-8 values, one per key. May be null when
-      `metadata_count` is 0. */
-  const char* const* metadata_values;
-} dx_safetensors_save_options_t;
+/* What a caller built against ABI 1.0 stores in `struct_size` (plain LP64 constants, pinned to
+   DX_STRUCT_SIZE() by abi/tests/abi_layout_pins.h). */
 
-/**
- * @brief Writes tensors to a safetensors file (https://github.com/huggingface/safetensors).
- *
- * The file holds an 8-byte little-endian header length, a JSON header naming each tensor's
- * dtype, shape and byte range, then the tensors' bytes, packed (largest element size first,
- * then by name, each range aligned to its element size). The tensors may have any strides
- * (they are written compactly, in row-major order) and live in any memory space (device
- * tensors are copied to the host through their space). Dtypes: f64, f32, f16, bf16, i64, i32,
- * i16, i8, u8 and bool (the file's F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL).
- *
- * The file is written atomically: to a temporary file in the same directory, flushed, then
- * renamed over `path`, so a reader sees the old file or the complete new one, never a partial
- * one; on any error the temporary file is removed and `path` is untouched.
- *
- * @param runtime the runtime owning the tensors.
- * @param path the file to create or replace; NUL-terminated, borrowed for the call.
- * @param names `count` NUL-terminated UTF-8 names, non-empty, pairwise distinct and not
- *        `__metadata__`; borrowed for the call.
- * @param tensors `count` tensors, borrowed for the call; not modified.
- * @param count 0 or more (0 writes a file with no tensors).
- * @param options may be null (no metadata); borrowed for the call.
- * @return ::DX_INVALID_ARGUMENT for a null argument, a bad name or metadata key,
- *         ::DX_ALREADY_EXISTS for a repeated name or key, ::DX_UNSUPPORTED for a dtype the
- *         format has no name for, ::DX_IO_ERROR when the file cannot be written (the message
- *         names the path and the system error).
- *
- * Threading: any thread; the tensors must not be written concurrently.
- */
-DX_EXPORT dx_status_t dx_safetensors_save(dx_runtime_t* runtime, const char* path,
-                                          const char* const* names,
-                                          const dx_tensor_t* const* tensors, int64_t count,
-                                          const dx_safetensors_save_options_t* options);
-
-/** @brief The tensors and metadata read from one safetensors file, by dx_safetensors_load(). */
-typedef struct dx_safetensors dx_safetensors_t;
-
-/**
- * @brief Reads a safetensors file: checks it completely, then creates each of its tensors
- * (compact, row-major) in device `device_index` and copies the data in.
- *
- * Nothing of a malformed file is trusted: the header length must fit the file and a 100 MB
- * limit, the header must be strict JSON (an object, UTF-8, no duplicate keys, optionally
- * padded with trailing spaces), every entry must have a known dtype, a shape of non-negative
- * integers, and `data_offsets` [begin, end] with end - begin = product(shape) × element size;
- * the byte ranges must not overlap and must cover the data section exactly (no holes, nothing
- * after the last tensor); names and metadata must not contain NUL characters; `__metadata__`
- * must map strings to strings; bool elements must be 0 or 1. Such a file is refused with a
- * message naming the tensor and what is wrong.
- *
- * @param runtime the runtime; the tensors are allocated in its device `device_index`.
- * @param path the file; NUL-terminated, borrowed for the call.
- * @param device_index 0 .. dx_runtime_device_count() - 1; any memory space (device spaces
- *        receive the data through their copy function).
- * @param out_file receives the result; destroy it with dx_safetensors_destroy(). Its tensors
- *        are listed in file order (by ascending byte offset).
- * @return ::DX_NOT_FOUND when the file does not exist, ::DX_IO_ERROR when it cannot be read,
- *         ::DX_INVALID_ARGUMENT for a malformed or truncated file, ::DX_UNSUPPORTED for a dtype
- *         deepx has no equivalent for (U16, U32, U64, F8_*), ::DX_OUT_OF_RANGE for a device
- *         index out of range, or the device's allocation or copy error.
- *
- * Threading: any thread.
- */
-DX_EXPORT dx_status_t dx_safetensors_load(dx_runtime_t* runtime, const char* path,
-                                          int32_t device_index, dx_safetensors_t** out_file);
-
-/**
- * @brief Destroys a loaded file and the tensor handles it holds. Tensors obtained with
- * dx_safetensors_get_tensor() stay valid (they are handles of their own). Null is a no-op.
- * Not concurrently with other uses of the same `file`.
- */
-DX_EXPORT dx_status_t dx_safetensors_destroy(dx_safetensors_t* file);
-
-/** @brief Number of tensors in a loaded file. Any thread. */
-DX_EXPORT dx_status_t dx_safetensors_tensor_count(const dx_safetensors_t* file,
-                                                  int64_t* out_count);
-
-/** @brief What a loaded file says of one tensor. Pointers are borrowed for the lifetime of the
-    ::dx_safetensors_t. */
-typedef struct dx_safetensors_tensor_info {
-  /** DX_STRUCT_SIZE(dx_safetensors_tensor_info_t, byte_size); written by the caller. */
-  size_t struct_size;
-  const char* name;     /**< Name, NUL-terminated UTF-8. */
-  dx_dtype_t dtype;     /**< Element type, e.g. ::DX_DTYPE_F32. */
-  int32_t ndim;         /**< Rank (0 for a scalar). */
-  const int64_t* shape; /**< `ndim` sizes; null when `ndim` is 0. */
-  uint64_t data_offset; /**< Offset of its bytes from the start of the file's data section. */
-  uint64_t byte_size;   /**< Its size in bytes: product(shape) × element size. */
-} dx_safetensors_tensor_info_t;
-
-/**
- * @brief Describes tensor `index` of a loaded file.
- * @param file the loaded file.
- * @param index 0 .. dx_safetensors_tensor_count() - 1.
- * @param out_info caller-owned; set `struct_size` first; filled up to min(known, struct_size).
- * Any thread.
- */
-DX_EXPORT dx_status_t dx_safetensors_tensor_info(const dx_safetensors_t* file, int64_t index,
-                                                 dx_safetensors_tensor_info_t* out_info);
-
-/**
- * @brief Finds a tensor of a loaded file by name.
- * @param file the loaded file.
- * @param name NUL-terminated; borrowed for the call.
- * @param out_index receives its index.
- * @return ::DX_NOT_FOUND when the file has no tensor of that name. Any thread.
- */
-DX_EXPORT dx_status_t dx_safetensors_find(const dx_safetensors_t* file, const char* name,
-                                          int64_t* out_index);
-
-/**
- * @brief Gives the caller a tensor of a loaded file as a new handle of its own: it views the
- * same storage (no copy), outlives `file`, and is destroyed with dx_tensor_destroy(). Calling
- * it twice for one index gives two handles of the same storage.
- * @param file the loaded file.
- * @param index 0 .. dx_safetensors_tensor_count() - 1.
- * @param out_tensor receives the new handle.
- * Any thread.
- */
-DX_EXPORT dx_status_t dx_safetensors_get_tensor(const dx_safetensors_t* file, int64_t index,
-                                                dx_tensor_t** out_tensor);
-
-/** @brief Number of `__metadata__` entries in a loaded file (0 when it has none). Any thread. */
-DX_EXPORT dx_status_t dx_safetensors_metadata_count(const dx_safetensors_t* file,
-                                                    int64_t* out_count);
-
-/**
- * @brief Metadata entry `index` of a loaded file, in file order.
- * @param file the loaded file.
- * @param index 0 .. dx_safetensors_metadata_count() - 1.
- * @param out_key receives the key, borrowed for the lifetime of `file`; may be null.
- * @param out_value receives the value, borrowed for the lifetime of `file`; may be null.
- * Any thread.
- */
-DX_EXPORT dx_status_t dx_safetensors_metadata(const dx_safetensors_t* file, int64_t index,
-                                              const char** out_key, const char** out_value);
-
-/**
- * @brief The metadata value stored under `key`.
- * @param file the loaded file.
- * @param key NUL-terminated; borrowed for the call.
- * @param out_value receives the value, borrowed for the lifetime of `file`.
- * @return ::DX_NOT_FOUND when the file has no such key. Any thread.
- */
-DX_EXPORT dx_status_t dx_safetensors_metadata_find(const dx_safetensors_t* file,
-                                                   const char* key, const char** out_value);
+/** `struct_size` of a ::dx_runtime_options_t in ABI 1.0 (up to `next`). @since 1.0 */
+#define DX_RUNTIME_OPTIONS_SIZE_1_0 56
+/** `struct_size` of a ::dx_plugin_info_t in ABI 1.0 (up to `certification_note`).
+    @since 1.0 */
+#define DX_PLUGIN_INFO_SIZE_1_0 96
+/** `struct_size` of a ::dx_device_info_t in ABI 1.0 (up to `alignment`). @since 1.0 */
+#define DX_DEVICE_INFO_SIZE_1_0 48
+/** `struct_size` of a ::dx_kernel_info_t in ABI 1.0 (up to `reserved2`). @since 1.0 */
+#define DX_KERNEL_INFO_SIZE_1_0 64
+/** `struct_size` of a ::dx_invoke_options_t in ABI 1.0 (up to `next`). @since 1.0 */
+#define DX_INVOKE_OPTIONS_SIZE_1_0 32
 
 #ifdef __cplusplus
 } /* extern "C" */

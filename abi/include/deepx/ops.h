@@ -11,6 +11,7 @@
  * op's attribute slots are only ever appended.
  *
  * Threading: declarations only.
+ * @since 1.0
  */
 #ifndef DEEPX_OPS_H_
 #define DEEPX_OPS_H_
@@ -20,6 +21,7 @@
  *
  * `inputs` is the number of inputs (-1: variadic, at least one), counting optional inputs
  * (an optional input may be passed as a null tensor). `outputs` likewise.
+ * @since 1.0
  */
 #define DX_OP_TABLE(X)                                                       \
   /* elementwise unary */                                                    \
@@ -110,22 +112,22 @@
   X(NORMAL, "dx.normal", 0, 1, "mean,std,seed,offset")                       \
   X(DROPOUT, "dx.dropout", 1, 2, "p,seed,offset,training")
 
-/** @brief Schema slots of the reductions dx.sum, dx.mean, dx.prod, dx.max, dx.min. */
+/** @brief Schema slots of the reductions dx.sum, dx.mean, dx.prod, dx.max, dx.min. @since 1.0 */
 enum { DX_REDUCE_AXES = 0, /**< i64 array; empty or unset = all axes. */
        DX_REDUCE_KEEPDIMS = 1 /**< bool; unset = false. */ };
-/** @brief Schema slots of dx.argmax and dx.argmin. */
+/** @brief Schema slots of dx.argmax and dx.argmin. @since 1.0 */
 enum { DX_ARGREDUCE_AXIS = 0, /**< i64; unset = over the flattened tensor. */
        DX_ARGREDUCE_KEEPDIMS = 1 /**< bool; unset = false. */ };
-/** @brief Schema slots of dx.matmul. */
+/** @brief Schema slots of dx.matmul. @since 1.0 */
 enum { DX_MATMUL_TRANSPOSE_A = 0, /**< bool; unset = false. */
        DX_MATMUL_TRANSPOSE_B = 1 /**< bool; unset = false. */ };
-/** @brief Schema slot of dx.softmax and dx.log_softmax. */
+/** @brief Schema slot of dx.softmax and dx.log_softmax. @since 1.0 */
 enum { DX_SOFTMAX_AXIS = 0 /**< i64, negative counts from the end; unset = -1. */ };
-/** @brief Schema slot of dx.transpose. */
+/** @brief Schema slot of dx.transpose. @since 1.0 */
 enum { DX_TRANSPOSE_PERM = 0 /**< i64 array; unset = reverse the axes. */ };
-/** @brief Schema slot of dx.fill. */
+/** @brief Schema slot of dx.fill. @since 1.0 */
 enum { DX_FILL_VALUE = 0 /**< f64 (or i64 for exact integers); unset = 0. */ };
-/** @brief Schema slots of dx.clamp. */
+/** @brief Schema slots of dx.clamp. @since 1.0 */
 enum { DX_CLAMP_MIN = 0, /**< f64 or i64; unset = no lower bound. */
        DX_CLAMP_MAX = 1 /**< f64 or i64; unset = no upper bound. */ };
 

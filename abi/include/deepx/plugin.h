@@ -8,18 +8,23 @@
  * table (::dx_host_t), and the plugin registers kernels (::dx_kernel_desc_t), memory spaces
  * (::dx_memory_space_desc_t) and network transports (::dx_transport_desc_t).
  *
- * Read abi/README.md first: it states the conventions every declaration follows (ownership,
- * errors, strings, threading, versioning). In short:
- * - every growable struct starts with `struct_size`, written by whoever fills it;
- *   readers use min(known, struct_size) and treat missing fields as zero;
+ * Read docs/abi-conventions.md first: it states the conventions every declaration follows
+ * (ownership, errors, strings, threading, versioning). In short:
+ * - every growable struct starts with `struct_size`, written by whoever fills it with the
+ *   struct's named size (e.g. ::DX_KERNEL_DESC_SIZE_1_0); readers use min(known, struct_size)
+ *   and treat missing fields as zero;
+ * - optional additions travel as named extensions (::dx_extension_t): in the `next` chain that
+ *   ends the descriptors, or through the `get_extension` slots;
  * - a null function slot means "not supported";
- * - errors are values: a fallible function returns a ::dx_error_t pointer (null on success),
+ * - errors are objects: a fallible function returns a ::dx_error_t pointer (null on success),
  *   created with dx_host_t::error_create; returning it transfers ownership to the caller;
  * - no C++ exception, abort(), exit() or signal may leave a plugin function;
- * - the host never unloads a plugin library (it is opened with RTLD_NODELETE); it calls
- *   dx_plugin_t::shutdown when the last runtime using the plugin is destroyed.
+ * - the host never unloads a plugin library (it is opened with RTLD_NODELETE); each runtime
+ *   that loaded the plugin calls dx_plugin_t::shutdown once, after its runtime handle is
+ *   destroyed and its last tensor and DLPack export are gone.
  *
  * A plugin builds against these headers alone; it never links the host library.
+ * @since 1.0
  */
 #ifndef DEEPX_PLUGIN_H_
 #define DEEPX_PLUGIN_H_
@@ -33,12 +38,13 @@
 extern "C" {
 #endif
 
-/** @brief Name of the one symbol every plugin exports; see ::dx_plugin_entry_fn. */
+/** @brief Name of the one symbol every plugin exports; see ::dx_plugin_entry_fn. @since 1.0 */
 #define DX_PLUGIN_ENTRY_SYMBOL "dx_plugin_entry"
 
 /**
  * @brief Opaque handle the host passes to dx_plugin_t::init; it names the plugin being loaded
  * in every registration and log call. Owned by the host, valid until dx_plugin_t::shutdown.
+ * @since 1.0
  */
 typedef struct dx_host_context dx_host_context_t;
 
@@ -59,9 +65,10 @@ typedef struct dx_host_context dx_host_context_t;
  * call (dx_kernel_desc_t::backward) `inputs` are the output gradients, then the forward inputs,
  * then the forward outputs, and `outputs` are the input gradients; a null entry in `outputs`
  * means that gradient is not wanted. OPS.md gives each op's list.
+ * @since 1.0
  */
 typedef struct dx_kernel_call {
-  /** DX_STRUCT_SIZE(dx_kernel_call_t, host); written by the host. */
+  /** ::DX_KERNEL_CALL_SIZE_1_0; written by the host. */
   size_t struct_size;
   /** dx_kernel_desc_t::kernel_data of the kernel being called. */
   void* kernel_data;
@@ -86,6 +93,9 @@ typedef struct dx_kernel_call {
   dx_stream_t stream;
   /** The host services, for creating errors. Same pointer as passed to dx_plugin_t::init. */
   const struct dx_host* host;
+  /** Extensions the host passes with this call (see ::dx_extension_t), or null; a kernel
+      skips entries it does not know. 1.0 hosts pass null. */
+  const dx_extension_t* next;
 } dx_kernel_call_t;
 
 /**
@@ -96,6 +106,7 @@ typedef struct dx_kernel_call {
  *         indices) are errors, never crashes.
  * Threading: called on any host thread; concurrently with itself only when the plugin declares
  * ::DX_PLUGIN_CAP_CONCURRENT_KERNELS.
+ * @since 1.0
  */
 typedef dx_error_t* (*dx_kernel_fn)(const dx_kernel_call_t* call);
 
@@ -104,12 +115,13 @@ typedef dx_error_t* (*dx_kernel_fn)(const dx_kernel_call_t* call);
  * @return 1 if supported, 0 if not (the host then tries another kernel or reports
  *         ::DX_UNSUPPORTED). Must not fail, allocate or write the outputs.
  * Threading: as ::dx_kernel_fn.
+ * @since 1.0
  */
 typedef int32_t (*dx_kernel_supports_fn)(const dx_kernel_call_t* call);
 
-/** @brief Cost estimate of one call, filled by ::dx_kernel_cost_fn. */
+/** @brief Cost estimate of one call, filled by ::dx_kernel_cost_fn. @since 1.0 */
 typedef struct dx_kernel_cost {
-  /** DX_STRUCT_SIZE(dx_kernel_cost_t, workspace_bytes); written by the host before the call. */
+  /** ::DX_KERNEL_COST_SIZE_1_0; written by the host before the call. */
   size_t struct_size;
   /** Floating-point (or integer) operations the call performs. */
   double flops;
@@ -125,6 +137,7 @@ typedef struct dx_kernel_cost {
  * @param out_cost filled by the plugin up to min(its known size, out_cost->struct_size).
  * @return null on success or an error (ownership to the host).
  * Threading: any thread, concurrently.
+ * @since 1.0
  */
 typedef dx_error_t* (*dx_kernel_cost_fn)(const dx_kernel_call_t* call, dx_kernel_cost_t* out_cost);
 
@@ -136,9 +149,10 @@ typedef dx_error_t* (*dx_kernel_cost_fn)(const dx_kernel_call_t* call, dx_kernel
  * Passed to dx_host_t::register_kernel; the host copies everything it needs (names, dtype
  * arrays) during the call, except `kernel_data`, which is passed back verbatim on every call
  * and must stay valid until dx_plugin_t::shutdown.
+ * @since 1.0
  */
 typedef struct dx_kernel_desc {
-  /** DX_STRUCT_SIZE(dx_kernel_desc_t, cost) for 1.0; written by the plugin. */
+  /** ::DX_KERNEL_DESC_SIZE_1_0 for 1.0 (at least up to `forward`); written by the plugin. */
   size_t struct_size;
   /** Namespaced op name, NUL-terminated: "dx.add" for the standard set, "vendor.op" for vendor
       ops. Borrowed for the call. */
@@ -166,13 +180,16 @@ typedef struct dx_kernel_desc {
   dx_kernel_supports_fn supports;
   /** Cost model, or null for "unknown" (the host estimates from byte traffic). */
   dx_kernel_cost_fn cost;
+  /** Extensions of this kernel (see ::dx_extension_t), or null; borrowed for the call. A host
+      skips entries it does not know. */
+  const dx_extension_t* next;
 } dx_kernel_desc_t;
 
 /* ------------------------------------------------------------------------------------------ */
 /* Memory spaces                                                                               */
 /* ------------------------------------------------------------------------------------------ */
 
-/** @brief What kind of memory a space serves. Values are stable. */
+/** @brief What kind of memory a space serves. Values are stable. @since 1.0 */
 typedef enum dx_memory_kind {
   DX_MEMORY_DEVICE = 0,  /**< Device memory, not addressable by the host CPU. */
   DX_MEMORY_HOST = 1,    /**< Ordinary host memory. */
@@ -180,7 +197,8 @@ typedef enum dx_memory_kind {
   DX_MEMORY_MANAGED = 3  /**< Unified memory migrated on demand. */
 } dx_memory_kind_t;
 
-/** @brief Direction of a dx_memory_space_desc_t::copy, seen from the space that serves it. */
+/** @brief Direction of a dx_memory_space_desc_t::copy, seen from the space that serves it.
+    @since 1.0 */
 typedef enum dx_copy_direction {
   DX_COPY_HOST_TO_DEVICE = 0,  /**< `src` is host memory, `dst` is in this space. */
   DX_COPY_DEVICE_TO_HOST = 1,  /**< `src` is in this space, `dst` is host memory. */
@@ -198,10 +216,11 @@ typedef enum dx_copy_direction {
  * is enqueued; memory freed on a stream may be reused by work enqueued after it on that stream.
  *
  * Threading: every slot may be called concurrently from any host thread.
+ * @since 1.0
  */
 typedef struct dx_memory_space_desc {
-  /** DX_STRUCT_SIZE(dx_memory_space_desc_t, stats) for 1.0 (a plugin built before `stats`
-      existed passes DX_STRUCT_SIZE(dx_memory_space_desc_t, ipc_close)); written by the plugin. */
+  /** ::DX_MEMORY_SPACE_DESC_SIZE_1_0 for 1.0 (at least up to `copy`: every slot after it is
+      optional); written by the plugin. */
   size_t struct_size;
   /** Short unique name, NUL-terminated, e.g. "cpu" or "cuda:0". Borrowed for the call. */
   const char* name;
@@ -259,22 +278,27 @@ typedef struct dx_memory_space_desc {
   dx_error_t* (*ipc_close)(void* space_data, void* ptr);
   /** Optional. Writes the space's allocation statistics to `*out_stats` (see
       ::dx_memory_stats_t for who sets what); called by dx_runtime_device_stats(). Must not
-      block on outstanding work. Present when `struct_size` reaches it
-      (DX_STRUCT_SIZE(dx_memory_space_desc_t, stats)). */
+      block on outstanding work. Part of 1.0 like the other optional slots. */
   dx_error_t* (*stats)(void* space_data, dx_memory_stats_t* out_stats);
+  /** Extensions of this space (see ::dx_extension_t), or null; borrowed for the call. */
+  const dx_extension_t* next;
 } dx_memory_space_desc_t;
 
 /* ------------------------------------------------------------------------------------------ */
 /* Network transports                                                                          */
 /* ------------------------------------------------------------------------------------------ */
 
-/** @brief Opaque listening endpoint of a transport; owned by the plugin. */
+/** @brief Opaque listening endpoint of a transport; owned by the plugin.
+    @since 1.0 */
 typedef struct dx_listener* dx_listener_t;
-/** @brief Opaque connection of a transport; owned by the plugin. */
+/** @brief Opaque connection of a transport; owned by the plugin.
+    @since 1.0 */
 typedef struct dx_connection* dx_connection_t;
-/** @brief Opaque pending send or receive; owned by the plugin, freed when `test` reports done. */
+/** @brief Opaque pending send or receive; owned by the plugin, freed when `test` reports done.
+    @since 1.0 */
 typedef struct dx_request* dx_request_t;
-/** @brief Opaque memory registration for zero-copy sends; owned by the plugin. */
+/** @brief Opaque memory registration for zero-copy sends; owned by the plugin.
+    @since 1.0 */
 typedef struct dx_memory_region* dx_memory_region_t;
 
 /**
@@ -283,11 +307,25 @@ typedef struct dx_memory_region* dx_memory_region_t;
  *
  * Copied by the host at registration except `transport_data`. Every slot is non-blocking: it
  * returns at once, with a null out-handle when nothing is ready yet.
+ *
+ * Completion and failure: a request completes only through `test`. A peer that dies, or a
+ * connection that breaks, never leaves a request pending forever: every pending and later
+ * request on that connection completes through `test` with an error of code ::DX_UNAVAILABLE
+ * (the message says what the transport saw), and `send`/`recv` on it may refuse at once with
+ * the same code. A message is delivered whole or not at all; `out_size` of a receive is the
+ * size the sender sent (never more than the receive's `size`; a larger message is
+ * ::DX_OUT_OF_RANGE on the receiver).
+ *
+ * Event loops: a transport that can offer a file descriptor fills `event_fd`, so that a host
+ * running an event loop (libuv's `uv_poll_t`, epoll) sleeps until progress is possible and then
+ * calls `test`, `accept` or `connect`, instead of spinning on them.
+ *
  * Threading: slots may be called from any thread, but calls on one connection are serialised
  * by the caller.
+ * @since 1.0
  */
 typedef struct dx_transport_desc {
-  /** DX_STRUCT_SIZE(dx_transport_desc_t, test) for 1.0; written by the plugin. */
+  /** ::DX_TRANSPORT_DESC_SIZE_1_0 for 1.0 (at least up to `test`); written by the plugin. */
   size_t struct_size;
   /** Unique name, NUL-terminated, e.g. "tcp". Borrowed for the call. */
   const char* name;
@@ -328,6 +366,13 @@ typedef struct dx_transport_desc {
       (the request is then freed), else 0. */
   dx_error_t* (*test)(void* transport_data, dx_request_t request, int32_t* out_done,
                       uint64_t* out_size);
+  /** Optional. Writes to `*out_fd` a file descriptor that becomes readable whenever `test`,
+      `accept` or a pending `connect` may make progress on this transport (level-triggered;
+      readable does not promise completion). The descriptor stays owned by the plugin and open
+      until shutdown; the host only polls it. Null slot: the host polls by calling `test`. */
+  dx_error_t* (*event_fd)(void* transport_data, int32_t* out_fd);
+  /** Extensions of this transport (see ::dx_extension_t), or null; borrowed for the call. */
+  const dx_extension_t* next;
 } dx_transport_desc_t;
 
 /* ------------------------------------------------------------------------------------------ */
@@ -338,9 +383,10 @@ typedef struct dx_transport_desc {
  * @brief The services the host offers a plugin. Owned by the host; valid from
  * dx_plugin_t::init until dx_plugin_t::shutdown returns. A plugin built against a newer minor
  * checks DX_STRUCT_HAS(dx_host_t, host->struct_size, slot) before using a slot newer than 1.0.
+ * @since 1.0
  */
 typedef struct dx_host {
-  /** DX_STRUCT_SIZE(dx_host_t, register_transport) for 1.0; written by the host. */
+  /** ::DX_HOST_SIZE_1_0 for 1.0; written by the host. */
   size_t struct_size;
   /** The host's packed ABI version (DX_MAKE_VERSION). */
   uint32_t abi_version;
@@ -376,6 +422,11 @@ typedef struct dx_host {
   /** Registers a network transport. Only during dx_plugin_t::init, on its thread. Refuses a
       duplicate name with ::DX_ALREADY_EXISTS. */
   dx_error_t* (*register_transport)(dx_host_context_t* context, const dx_transport_desc_t* desc);
+  /** Returns the host extension named `name` with a version of at least `min_version` (see
+      ::dx_extension_t), or null when this host does not offer it. The struct is owned by the
+      host and valid until shutdown returns. Any thread. */
+  const dx_extension_t* (*get_extension)(dx_host_context_t* context, const char* name,
+                                         uint32_t min_version);
 } dx_host_t;
 
 /* ------------------------------------------------------------------------------------------ */
@@ -391,9 +442,11 @@ typedef struct dx_host {
  *
  * The first two fields (`struct_size`, `abi_version`) are frozen for every major version, so
  * any host can read them and refuse a plugin of another major before touching anything else.
+ * @since 1.0
  */
 typedef struct dx_plugin {
-  /** DX_STRUCT_SIZE(dx_plugin_t, shutdown) for 1.0; written by the plugin. Frozen position. */
+  /** ::DX_PLUGIN_SIZE_1_0 for 1.0 (at least up to `init`); written by the plugin. Frozen
+      position. */
   size_t struct_size;
   /** DX_ABI_VERSION the plugin was built against. Frozen position. */
   uint32_t abi_version;
@@ -422,6 +475,11 @@ typedef struct dx_plugin {
   /** Optional. Releases `state`; called when the runtime is destroyed, after all of the
       plugin's work has drained. The library itself stays mapped. */
   void (*shutdown)(void* state);
+  /** Optional. Returns the plugin's extension named `name` with a version of at least
+      `min_version` (see ::dx_extension_t), or null when it offers none. `state` is what init
+      stored. The struct is owned by the plugin and valid until shutdown; clients reach it
+      through dx_runtime_plugin_extension(). Any thread; must not block. */
+  const dx_extension_t* (*get_extension)(void* state, const char* name, uint32_t min_version);
 } dx_plugin_t;
 
 /**
@@ -433,11 +491,51 @@ typedef struct dx_plugin {
  *         any version in the range. A plugin that speaks several majors returns the descriptor
  *         of the newest major in the range.
  * Threading: may be called from any thread, several times; must not block or allocate.
+ * @since 1.0
  */
 typedef const dx_plugin_t* (*dx_plugin_entry_fn)(uint32_t host_abi_min, uint32_t host_abi_max);
 
-/** @brief Declaration of the entry symbol a plugin defines (see ::dx_plugin_entry_fn). */
+/** @brief Declaration of the entry symbol a plugin defines (see ::dx_plugin_entry_fn).
+    @since 1.0 */
 DX_EXPORT const dx_plugin_t* dx_plugin_entry(uint32_t host_abi_min, uint32_t host_abi_max);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Named 1.0 sizes                                                                             */
+/* ------------------------------------------------------------------------------------------ */
+
+/* What a writer built against ABI 1.0 stores in `struct_size`: plain constants (LP64, the only
+   data model deepx supports) that cgo and binding generators read as they are; each is pinned
+   to DX_STRUCT_SIZE(type, last 1.0 field) by abi/tests/abi_layout_pins.h. A later minor adds
+   `DX_<STRUCT>_SIZE_1_<minor>` beside them and never changes these. */
+
+/** `struct_size` of a ::dx_kernel_call_t as ABI 1.0 defines it (up to `next`). @since 1.0 */
+#define DX_KERNEL_CALL_SIZE_1_0 80
+/** `struct_size` of a ::dx_kernel_cost_t as ABI 1.0 defines it (up to `workspace_bytes`).
+    @since 1.0 */
+#define DX_KERNEL_COST_SIZE_1_0 32
+/** `struct_size` of a ::dx_kernel_desc_t as ABI 1.0 defines it (up to `next`). @since 1.0 */
+#define DX_KERNEL_DESC_SIZE_1_0 96
+/** `struct_size` of a ::dx_memory_space_desc_t as ABI 1.0 defines it (up to `next`).
+    @since 1.0 */
+#define DX_MEMORY_SPACE_DESC_SIZE_1_0 192
+/** `struct_size` of a ::dx_transport_desc_t as ABI 1.0 defines it (up to `next`). @since 1.0 */
+#define DX_TRANSPORT_DESC_SIZE_1_0 144
+/** `struct_size` of a ::dx_host_t as ABI 1.0 defines it (up to `get_extension`). @since 1.0 */
+#define DX_HOST_SIZE_1_0 104
+/** `struct_size` of a ::dx_plugin_t as ABI 1.0 defines it (up to `get_extension`). @since 1.0 */
+#define DX_PLUGIN_SIZE_1_0 80
+/** The smallest `struct_size` of a ::dx_plugin_t any 1.x host accepts (up to `init`).
+    @since 1.0 */
+#define DX_PLUGIN_MIN_SIZE_1_0 64
+/** The smallest `struct_size` of a ::dx_kernel_desc_t any 1.x host accepts (up to `forward`).
+    @since 1.0 */
+#define DX_KERNEL_DESC_MIN_SIZE_1_0 64
+/** The smallest `struct_size` of a ::dx_memory_space_desc_t any 1.x host accepts (up to
+    `copy`). @since 1.0 */
+#define DX_MEMORY_SPACE_DESC_MIN_SIZE_1_0 80
+/** The smallest `struct_size` of a ::dx_transport_desc_t any 1.x host accepts (up to `test`).
+    @since 1.0 */
+#define DX_TRANSPORT_DESC_MIN_SIZE_1_0 128
 
 /* ------------------------------------------------------------------------------------------ */
 /* Inline helpers (header-only, so plugins need nothing but these headers)                     */
@@ -452,6 +550,7 @@ DX_EXPORT const dx_plugin_t* dx_plugin_entry(uint32_t host_abi_min, uint32_t hos
 /**
  * @brief Creates an error with a printf-style message (truncated to 1023 bytes).
  * @return an error owned by the caller (return it to pass ownership on). Any thread.
+ * @since 1.0
  */
 static inline DX_PRINTF_LIKE_(3, 4) dx_error_t* dx_errorf(const dx_host_t* host,
                                                           dx_status_t code, const char* fmt,
@@ -467,6 +566,8 @@ static inline DX_PRINTF_LIKE_(3, 4) dx_error_t* dx_errorf(const dx_host_t* host,
 /**
  * @brief Finds an attribute by name in a kernel call (a linear scan; standard ops should index
  * their schema slots instead). @return a borrowed pointer, or null when absent or unset.
+ * Any thread.
+ * @since 1.0
  */
 static inline const dx_attr_t* dx_call_find_attr(const dx_kernel_call_t* call, const char* name) {
   int32_t i;

@@ -60,7 +60,7 @@ dx_error_t* register_kernel(dx_host_context_t*, const dx_kernel_desc_t* d) {
 dx_error_t* register_space(dx_host_context_t*, const dx_memory_space_desc_t*) { return nullptr; }
 dx_error_t* register_transport(dx_host_context_t*, const dx_transport_desc_t*) { return nullptr; }
 
-const dx_host_t kHost = {DX_STRUCT_SIZE(dx_host_t, register_transport),
+const dx_host_t kHost = {DX_HOST_SIZE_1_0,
                          DX_ABI_VERSION,
                          0,
                          &error_create,
@@ -130,7 +130,7 @@ struct TensorArg {
 void call_kernel(dx_kernel_fn fn, std::vector<const DLTensor*> in, std::vector<const DLTensor*> out,
                  benchmark::State& state) {
   dx_kernel_call_t call{};
-  call.struct_size = DX_STRUCT_SIZE(dx_kernel_call_t, host);
+  call.struct_size = DX_KERNEL_CALL_SIZE_1_0;
   call.inputs = in.data();
   call.outputs = out.data();
   call.num_inputs = static_cast<int32_t>(in.size());

@@ -500,33 +500,61 @@ class Ceiling {
 
 // ---- the deepx side: one case's tensors and its dx_invoke ----------------------------------------
 
-std::string status_text(dx_status_t st) {
-  std::string msg = dx_last_error_message();
+// A host call's outcome: the code and message of its error (freed here), DX_OK and "" for none.
+struct Outcome {
+  dx_status_t status = DX_OK;
+  std::string message;
+  bool ok() const { return status == DX_OK; }
+};
+
+Outcome outcome(dx_error_t* error) {
+  Outcome o;
+  if (error == nullptr) return o;
+  o.status = dx_error_code(error);
+  size_t length = 0;
+  const char* message = dx_error_message(error, &length);
+  try {
+    o.message.assign(message, length);
+  } catch (...) {
+    dx_error_destroy(error);
+    throw;
+  }
+  dx_error_destroy(error);
+  return o;
+}
+
+std::string status_text(const Outcome& o) {
+  std::string msg = o.message;
   if (auto nl = msg.find('\n'); nl != std::string::npos) msg = msg.substr(0, nl);  // first line
   if (auto list = msg.find("; available:"); list != std::string::npos) msg = msg.substr(0, list);
-  return std::string(dx_status_string(st)) + (msg.empty() ? "" : ": " + msg);
+  return std::string(dx_status_string(o.status)) + (msg.empty() ? "" : ": " + msg);
 }
 
 class DxCall {
  public:
   DxCall(dx_runtime_t* rt, int32_t device, const Case& c) : rt_(rt) {
-    if (dx_runtime_op_lookup(rt, c.op.c_str(), &op_) != DX_OK) {
+    if (!outcome(dx_runtime_op_lookup(rt, c.op.c_str(), &op_)).ok()) {
       problem_ = "not available (no kernel for " + c.op + ")";
       unavailable_ = true;
       return;
     }
-    if (dx_attrs_create(&attrs_) != DX_OK) {
-      problem_ = "error: " + status_text(DX_OUT_OF_MEMORY);
+    if (const Outcome r = outcome(dx_attrs_create(&attrs_)); !r.ok()) {
+      problem_ = "error: " + status_text(r);
       return;
     }
     for (const AttrSpec& a : c.attrs) {
+      Outcome r;
       switch (a.kind) {
-        case AttrSpec::kI64: dx_attrs_set_i64(attrs_, a.name.c_str(), a.ints.at(0)); break;
-        case AttrSpec::kF64: dx_attrs_set_f64(attrs_, a.name.c_str(), a.real); break;
+        case AttrSpec::kI64: r = outcome(dx_attrs_set_i64(attrs_, a.name.c_str(), a.ints.at(0))); break;
+        case AttrSpec::kF64: r = outcome(dx_attrs_set_f64(attrs_, a.name.c_str(), a.real)); break;
         case AttrSpec::kI64Array:
-          dx_attrs_set_i64_array(attrs_, a.name.c_str(), a.ints.data(),
-                                 static_cast<int64_t>(a.ints.size()));
+          r = outcome(dx_attrs_set_i64_array(attrs_, a.name.c_str(), a.ints.data(),
+                                             static_cast<int64_t>(a.ints.size())));
           break;
+      }
+      if (!r.ok()) {
+        problem_ = "error: attribute " + a.name + ": " + status_text(r);
+        return;
       }
     }
     uint64_t seed = 1;
@@ -534,13 +562,16 @@ class DxCall {
       if (!spec.present() || !problem_.empty()) return nullptr;
       dx_tensor_t* t = nullptr;
       const DLTensor* dl = nullptr;
-      if (dx_tensor_create(rt, device, spec.dtype, spec.shape.data(),
-                           static_cast<int32_t>(spec.shape.size()), &t) != DX_OK ||
-          dx_tensor_dltensor(t, &dl) != DX_OK) {
-        problem_ = "error: cannot allocate " + dims(spec.shape) + ": " + dx_last_error_message();
+      Outcome r = outcome(dx_tensor_create(rt, device, spec.dtype, spec.shape.data(),
+                                           static_cast<int32_t>(spec.shape.size()), &t));
+      if (r.ok()) {
+        owned_.push_back(t);
+        r = outcome(dx_tensor_dltensor(t, &dl));
+      }
+      if (!r.ok()) {
+        problem_ = "error: cannot allocate " + dims(spec.shape) + ": " + r.message;
         return nullptr;
       }
-      owned_.push_back(t);
       fill(static_cast<char*>(dl->data) + dl->byte_offset, spec, seed++);
       return t;
     };
@@ -555,11 +586,11 @@ class DxCall {
     }
     // Backward: run the forward once so the saved outputs are real, then build the call
     // (output gradients, forward inputs, forward outputs) -> input gradients.
-    if (dx_status_t st = dx_invoke(rt, op_, fwd_in.data(), static_cast<int32_t>(fwd_in.size()),
-                                   fwd_out.data(), static_cast<int32_t>(fwd_out.size()), attrs_);
-        st != DX_OK) {
-      unavailable_ = st == DX_UNSUPPORTED || st == DX_NOT_FOUND;
-      problem_ = (unavailable_ ? "not available (forward: " : "error (forward): ") + status_text(st) +
+    if (const Outcome r = outcome(dx_invoke(rt, op_, fwd_in.data(), static_cast<int32_t>(fwd_in.size()),
+                                            fwd_out.data(), static_cast<int32_t>(fwd_out.size()), attrs_));
+        !r.ok()) {
+      unavailable_ = r.status == DX_UNSUPPORTED || r.status == DX_NOT_FOUND;
+      problem_ = (unavailable_ ? "not available (forward: " : "error (forward): ") + status_text(r) +
                  (unavailable_ ? ")" : "");
       return;
     }
@@ -570,13 +601,13 @@ class DxCall {
       const bool wanted = i < c.want_grad.size() && c.want_grad[i];
       outputs_.push_back(wanted ? make(c.inputs[i]) : nullptr);
     }
-    options_.struct_size = DX_STRUCT_SIZE(dx_invoke_options_t, plugin_index);
+    options_.struct_size = DX_INVOKE_OPTIONS_SIZE_1_0;
     options_.flags = DX_INVOKE_FLAG_BACKWARD;
     backward_ = true;
   }
   ~DxCall() {
-    for (dx_tensor_t* t : owned_) dx_tensor_destroy(t);
-    dx_attrs_destroy(attrs_);
+    for (dx_tensor_t* t : owned_) dx_error_destroy(dx_tensor_destroy(t));
+    dx_error_destroy(dx_attrs_destroy(attrs_));
   }
   DxCall(const DxCall&) = delete;
   DxCall& operator=(const DxCall&) = delete;
@@ -584,17 +615,18 @@ class DxCall {
   /// Empty when the call is ready; else why not ("not available (...)" or "error: ...").
   const std::string& problem() const { return problem_; }
 
-  dx_status_t invoke() {
+  /// One call, as a client makes it: null on success, else an error the caller frees.
+  dx_error_t* invoke() {
     return dx_invoke_ex(rt_, op_, inputs_.data(), static_cast<int32_t>(inputs_.size()),
                         outputs_.data(), static_cast<int32_t>(outputs_.size()), attrs_,
                         backward_ ? &options_ : nullptr);
   }
   /// The first call: records "not available" for a missing signature or backward.
   bool check() {
-    const dx_status_t st = invoke();
-    if (st == DX_OK) return true;
-    unavailable_ = st == DX_UNSUPPORTED || st == DX_NOT_FOUND;
-    problem_ = unavailable_ ? "not available (" + status_text(st) + ")" : "error: " + status_text(st);
+    const Outcome r = outcome(invoke());
+    if (r.ok()) return true;
+    unavailable_ = r.status == DX_UNSUPPORTED || r.status == DX_NOT_FOUND;
+    problem_ = unavailable_ ? "not available (" + status_text(r) + ")" : "error: " + status_text(r);
     return false;
   }
 
@@ -671,10 +703,12 @@ void measure(DxCall& call, Ceiling& ceiling, const Options& o, Row& row) {
     return;
   }
   ceiling.run();
-  dx_status_t failed = DX_OK;
+  Outcome failed;
   auto dx_call = [&] {
-    failed = call.invoke();
-    return failed == DX_OK;
+    dx_error_t* e = call.invoke();
+    if (e == nullptr) return true;
+    failed = outcome(e);
+    return false;
   };
   auto ceiling_call = [&] {
     ceiling.run();
@@ -1085,12 +1119,13 @@ int run(int argc, char** argv) {
   }
   dx_runtime_t* rt = nullptr;
   int32_t plugin = -1, device = -1;
-  if (dx_runtime_create(nullptr, &rt) != DX_OK ||
-      dx_runtime_load_plugin(rt, o.plugin.c_str(), &plugin) != DX_OK ||
-      dx_runtime_find_device(rt, "cpu", &device) != DX_OK) {
+  Outcome setup = outcome(dx_runtime_create(nullptr, &rt));
+  if (setup.ok()) setup = outcome(dx_runtime_load_plugin(rt, o.plugin.c_str(), &plugin));
+  if (setup.ok()) setup = outcome(dx_runtime_find_device(rt, "cpu", &device));
+  if (!setup.ok()) {
     std::fprintf(stderr, "deepx-bench-ops: cannot load the CPU plugin '%s': %s\n", o.plugin.c_str(),
-                 dx_last_error_message());
-    dx_runtime_destroy(rt);
+                 status_text(setup).c_str());
+    dx_error_destroy(dx_runtime_destroy(rt));
     return 1;
   }
   const int threads = omp_get_max_threads();
@@ -1140,7 +1175,7 @@ int run(int argc, char** argv) {
     write_markdown(o.markdown, rows, header, s);
     std::printf("markdown table written to %s\n", o.markdown.c_str());
   }
-  dx_runtime_destroy(rt);
+  dx_error_destroy(dx_runtime_destroy(rt));
   return 0;
 }
 

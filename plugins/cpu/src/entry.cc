@@ -93,7 +93,7 @@ void no_shutdown(void*) {}
 
 constexpr dx_plugin_t refusal(dx_error_t* (*init)(const dx_host_t*, dx_host_context_t*, void**)) {
   return dx_plugin_t{
-      DX_STRUCT_SIZE(dx_plugin_t, shutdown),
+      DX_PLUGIN_SIZE_1_0,
       DX_ABI_VERSION,
       0,
       "cpu",
@@ -103,6 +103,7 @@ constexpr dx_plugin_t refusal(dx_error_t* (*init)(const dx_host_t*, dx_host_cont
       DX_PLUGIN_CAP_KERNELS,
       init,
       &no_shutdown,
+      nullptr,
   };
 }
 constexpr dx_plugin_t kRefuseUnsupported = refusal(&refuse_unsupported);

@@ -150,7 +150,7 @@ dx_error_t* space_stats(void* space_data, dx_memory_stats_t* out) {
     full.live_allocations = state->live_allocations.load(std::memory_order_relaxed);
     // Freed blocks go back to the C library at once: nothing is reserved beyond what is in use,
     // so reserved_bytes and its peak stay 0.
-    const size_t known = DX_STRUCT_SIZE(dx_memory_stats_t, live_allocations);
+    const size_t known = DX_MEMORY_STATS_SIZE_1_0;
     std::memcpy(reinterpret_cast<char*>(out) + sizeof(size_t),
                 reinterpret_cast<const char*>(&full) + sizeof(size_t),
                 std::min(known, out->struct_size) - sizeof(size_t));
@@ -162,7 +162,7 @@ dx_error_t* space_stats(void* space_data, dx_memory_stats_t* out) {
 dx_error_t* register_memory_space(const dx_host_t* host, dx_host_context_t* context,
                                   void* space_data) {
   dx_memory_space_desc_t desc{};
-  desc.struct_size = DX_STRUCT_SIZE(dx_memory_space_desc_t, stats);
+  desc.struct_size = DX_MEMORY_SPACE_DESC_SIZE_1_0;
   desc.name = "cpu";
   desc.device = DLDevice{kDLCPU, 0};
   desc.kind = DX_MEMORY_HOST;

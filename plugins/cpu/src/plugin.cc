@@ -23,7 +23,7 @@ void Registrar::add(const char* op, int num_inputs, int num_outputs,
   if (error_ != nullptr) return;
   const std::vector<DLDataType> signature(dtypes);
   dx_kernel_desc_t desc{};
-  desc.struct_size = DX_STRUCT_SIZE(dx_kernel_desc_t, cost);
+  desc.struct_size = DX_KERNEL_DESC_SIZE_1_0;
   desc.op_name = op;
   desc.device_type = kDLCPU;
   desc.num_inputs = num_inputs;
@@ -71,7 +71,7 @@ dx_error_t* plugin_init(const dx_host_t* host, dx_host_context_t* context, void*
 }
 
 constexpr dx_plugin_t kPlugin = {
-    DX_STRUCT_SIZE(dx_plugin_t, shutdown),
+    DX_PLUGIN_SIZE_1_0,
     DX_ABI_VERSION,
     0,
     "cpu",
@@ -81,6 +81,7 @@ constexpr dx_plugin_t kPlugin = {
     DX_PLUGIN_CAP_KERNELS | DX_PLUGIN_CAP_MEMORY | DX_PLUGIN_CAP_CONCURRENT_KERNELS,
     &plugin_init,
     &plugin_shutdown,
+    nullptr,  // get_extension: no extensions
 };
 
 }  // namespace

@@ -547,22 +547,22 @@ PluginResult run_views(Differential& diff, int32_t plugin, const char* op, const
   dx_op_id_t id{};
   check(dx_runtime_op_lookup(diff.runtime(), op, &id), "lookup");
   dx_invoke_options_t options{};
-  options.struct_size = DX_STRUCT_SIZE(dx_invoke_options_t, plugin_index);
+  options.struct_size = DX_INVOKE_OPTIONS_SIZE_1_0;
   options.flags = DX_INVOKE_FLAG_PLUGIN | DX_INVOKE_FLAG_BACKWARD;
   options.plugin_index = plugin;
   PluginResult result;
-  result.status = dx_invoke_ex(diff.runtime(), id, in_ptrs.data(), static_cast<int32_t>(in_ptrs.size()),
-                               out_ptrs.data(), static_cast<int32_t>(out_ptrs.size()), attrs.get(), &options);
-  if (result.status != DX_OK) {
-    result.message = dx_last_error_message();
-  } else {
+  result.status = take_status(dx_invoke_ex(diff.runtime(), id, in_ptrs.data(), static_cast<int32_t>(in_ptrs.size()),
+                                           out_ptrs.data(), static_cast<int32_t>(out_ptrs.size()), attrs.get(),
+                                           &options),
+                              &result.message);
+  if (result.status == DX_OK) {
     for (size_t i = 0; i < outs.size(); ++i) {
       std::vector<uint8_t> bytes(static_cast<size_t>(numel(outs[i].shape)) * dtype_bytes(outs[i].dtype));
       if (!bytes.empty()) check(dx_tensor_read(out_ptrs[i], bytes.data(), bytes.size()), "read");
       result.outputs.push_back(from_bytes(outs[i].dtype, bytes));
     }
   }
-  for (auto it = owned.rbegin(); it != owned.rend(); ++it) dx_tensor_destroy(*it);
+  for (auto it = owned.rbegin(); it != owned.rend(); ++it) dx_error_destroy(dx_tensor_destroy(*it));
   return result;
 }
 

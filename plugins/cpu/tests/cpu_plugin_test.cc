@@ -64,7 +64,7 @@ bool same(DLDataType a, DLDataType b) { return a.code == b.code && a.bits == b.b
 
 dx_error_t* fake_register_kernel(dx_host_context_t*, const dx_kernel_desc_t* d) {
   if (d == nullptr || d->op_name == nullptr || d->forward == nullptr || d->dtypes == nullptr ||
-      d->struct_size < DX_STRUCT_SIZE(dx_kernel_desc_t, cost)) {
+      d->struct_size < DX_KERNEL_DESC_SIZE_1_0) {
     return fake_error_create(DX_INVALID_ARGUMENT, "malformed kernel descriptor");
   }
   RegisteredKernel k{d->op_name, d->device_type, d->num_inputs, d->num_outputs,
@@ -92,7 +92,7 @@ dx_error_t* fake_register_transport(dx_host_context_t*, const dx_transport_desc_
 }
 
 const dx_host_t kHost = {
-    DX_STRUCT_SIZE(dx_host_t, register_transport),
+    DX_HOST_SIZE_1_0,
     DX_ABI_VERSION,
     0,
     &fake_error_create,
@@ -364,7 +364,7 @@ Outcome invoke(const std::string& op, std::vector<Tensor*> inputs, std::vector<T
     return {DX_NOT_FOUND, "no kernel"};
   }
   dx_kernel_call_t call{};
-  call.struct_size = DX_STRUCT_SIZE(dx_kernel_call_t, host);
+  call.struct_size = DX_KERNEL_CALL_SIZE_1_0;
   call.kernel_data = k->kernel_data;
   call.inputs = in.data();
   call.outputs = out.data();
@@ -1402,7 +1402,7 @@ TEST_F(CpuPlugin, ValidationErrors) {
   const DLTensor* in[2] = {a.get(), i.get()};
   const DLTensor* out[1] = {o.get()};
   dx_kernel_call_t call{};
-  call.struct_size = DX_STRUCT_SIZE(dx_kernel_call_t, host);
+  call.struct_size = DX_KERNEL_CALL_SIZE_1_0;
   call.inputs = in;
   call.outputs = out;
   call.num_inputs = 2;

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "../../../host/tests/dx_test_util.h"
 #include "deepx/host.h"
 
 namespace deepx::cpu::testing {
@@ -44,9 +45,18 @@ inline int64_t ulp_distance(float a, float b) {
   return d < 0 ? -d : d;
 }
 
-inline void check(dx_status_t status, const std::string& what) {
+/// Takes the result of a client call (an error the caller owns, null on success): destroys it and
+/// returns its code (DX_OK for null); its message goes to `*message` when given and not null.
+inline dx_status_t take_status(dx_error_t* error, std::string* message = nullptr) {
+  return deepx_test::TakeStatus(error, message);
+}
+
+/// Throws when a client call failed, with its status and message.
+inline void check(dx_error_t* error, const std::string& what) {
+  std::string message;
+  const dx_status_t status = take_status(error, &message);
   if (status != DX_OK) {
-    throw std::runtime_error(what + ": " + dx_status_string(status) + ": " + dx_last_error_message());
+    throw std::runtime_error(what + ": " + dx_status_string(status) + ": " + message);
   }
 }
 
@@ -203,11 +213,11 @@ class Attrs {
   Attrs(const Attrs&) = delete;
   Attrs& operator=(const Attrs&) = delete;
   Attrs(Attrs&& o) noexcept : attrs_(o.attrs_) { o.attrs_ = nullptr; }
-  ~Attrs() { dx_attrs_destroy(attrs_); }
+  ~Attrs() { dx_error_destroy(dx_attrs_destroy(attrs_)); }
   Attrs&& i64(const char* name, int64_t v) && { check(dx_attrs_set_i64(attrs_, name, v), name); return std::move(*this); }
   Attrs&& f64(const char* name, double v) && { check(dx_attrs_set_f64(attrs_, name, v), name); return std::move(*this); }
   Attrs&& boolean(const char* name, bool v) && { check(dx_attrs_set_bool(attrs_, name, v ? 1 : 0), name); return std::move(*this); }
-  Attrs&& str(const char* name, const char* v) && { check(dx_attrs_set_string(attrs_, name, v), name); return std::move(*this); }
+  Attrs&& str(const char* name, const char* v) && { check(dx_attrs_set_string(attrs_, name, v, -1), name); return std::move(*this); }
   Attrs&& i64s(const char* name, std::vector<int64_t> v) && {
     check(dx_attrs_set_i64_array(attrs_, name, v.data(), static_cast<int32_t>(v.size())), name);
     return std::move(*this);
@@ -244,7 +254,7 @@ class Differential {
   }
   Differential(const Differential&) = delete;
   Differential& operator=(const Differential&) = delete;
-  ~Differential() { dx_runtime_destroy(runtime_); }
+  ~Differential() { dx_error_destroy(dx_runtime_destroy(runtime_)); }
 
   dx_runtime_t* runtime() const { return runtime_; }
   int32_t device() const { return device_; }
@@ -262,7 +272,7 @@ class Differential {
   PluginResult run_on(int32_t plugin, const char* op, const std::vector<In>& inputs,
                       const std::vector<Out>& outputs, const Attrs& attrs, bool backward) {
     struct TensorDeleter {
-      void operator()(dx_tensor_t* t) const { dx_tensor_destroy(t); }
+      void operator()(dx_tensor_t* t) const { dx_error_destroy(dx_tensor_destroy(t)); }
     };
     std::vector<std::unique_ptr<dx_tensor_t, TensorDeleter>> owned;
     std::vector<dx_tensor_t*> in_ptrs, out_ptrs;
@@ -300,17 +310,15 @@ class Differential {
     dx_op_id_t id{};
     check(dx_runtime_op_lookup(runtime_, op, &id), std::string("lookup ") + op);
     dx_invoke_options_t options{};
-    options.struct_size = DX_STRUCT_SIZE(dx_invoke_options_t, plugin_index);
+    options.struct_size = DX_INVOKE_OPTIONS_SIZE_1_0;
     options.flags = DX_INVOKE_FLAG_PLUGIN | (backward ? DX_INVOKE_FLAG_BACKWARD : 0);
     options.plugin_index = plugin;
     PluginResult result;
-    result.status = dx_invoke_ex(runtime_, id, in_ptrs.data(), static_cast<int32_t>(in_ptrs.size()),
-                                 out_ptrs.data(), static_cast<int32_t>(out_ptrs.size()), attrs.get(),
-                                 &options);
-    if (result.status != DX_OK) {
-      result.message = dx_last_error_message();
-      return result;
-    }
+    result.status = take_status(dx_invoke_ex(runtime_, id, in_ptrs.data(), static_cast<int32_t>(in_ptrs.size()),
+                                             out_ptrs.data(), static_cast<int32_t>(out_ptrs.size()), attrs.get(),
+                                             &options),
+                                &result.message);
+    if (result.status != DX_OK) return result;
     for (size_t i = 0; i < outputs.size(); ++i) {
       if (out_ptrs[i] == nullptr) {
         result.outputs.emplace_back();

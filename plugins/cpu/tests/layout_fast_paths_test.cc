@@ -123,21 +123,20 @@ PluginResult run_views(int32_t plugin, const char* op, const ViewOf& input, cons
   dx_op_id_t id{};
   check(dx_runtime_op_lookup(diff().runtime(), op, &id), op);
   dx_invoke_options_t options{};
-  options.struct_size = DX_STRUCT_SIZE(dx_invoke_options_t, plugin_index);
+  options.struct_size = DX_INVOKE_OPTIONS_SIZE_1_0;
   options.flags = DX_INVOKE_FLAG_PLUGIN;
   options.plugin_index = plugin;
   PluginResult r;
-  r.status = dx_invoke_ex(diff().runtime(), id, ins, 1, outs, 1, attrs.get(), &options);
-  if (r.status != DX_OK) {
-    r.message = dx_last_error_message();
-  } else {
+  r.status = take_status(dx_invoke_ex(diff().runtime(), id, ins, 1, outs, 1, attrs.get(), &options),
+                         &r.message);
+  if (r.status == DX_OK) {
     std::vector<uint8_t> bytes(output.base.values.size() * dtype_bytes(output.base.dtype));
     if (!bytes.empty()) {
       check(dx_tensor_read(out_base, bytes.data(), bytes.size()), "dx_tensor_read");
     }
     r.outputs.push_back(from_bytes(output.base.dtype, bytes));
   }
-  for (dx_tensor_t* t : owned) dx_tensor_destroy(t);
+  for (dx_tensor_t* t : owned) dx_error_destroy(dx_tensor_destroy(t));
   return r;
 }
 

@@ -49,7 +49,7 @@ enum class Layout {
 };
 
 struct TensorDeleter {
-  void operator()(dx_tensor_t* t) const { dx_tensor_destroy(t); }
+  void operator()(dx_tensor_t* t) const { dx_error_destroy(dx_tensor_destroy(t)); }
 };
 using Owned = std::unique_ptr<dx_tensor_t, TensorDeleter>;
 
@@ -150,16 +150,15 @@ PluginResult run_layout(Differential& diff, int32_t plugin, const char* op, std:
   dx_op_id_t id{};
   check(dx_runtime_op_lookup(diff.runtime(), op, &id), "lookup");
   dx_invoke_options_t options{};
-  options.struct_size = DX_STRUCT_SIZE(dx_invoke_options_t, plugin_index);
+  options.struct_size = DX_INVOKE_OPTIONS_SIZE_1_0;
   options.flags = DX_INVOKE_FLAG_PLUGIN | (backward ? DX_INVOKE_FLAG_BACKWARD : 0);
   options.plugin_index = plugin;
   PluginResult result;
-  result.status = dx_invoke_ex(diff.runtime(), id, in_ptrs.data(), static_cast<int32_t>(in_ptrs.size()),
-                               out_ptrs.data(), static_cast<int32_t>(out_ptrs.size()), attrs.get(), &options);
-  if (result.status != DX_OK) {
-    result.message = dx_last_error_message();
-    return result;
-  }
+  result.status = take_status(dx_invoke_ex(diff.runtime(), id, in_ptrs.data(), static_cast<int32_t>(in_ptrs.size()),
+                                           out_ptrs.data(), static_cast<int32_t>(out_ptrs.size()), attrs.get(),
+                                           &options),
+                              &result.message);
+  if (result.status != DX_OK) return result;
   auto read = [&](const Readback& rb) {
     std::vector<double> values;
     if (rb.base == nullptr) return values;

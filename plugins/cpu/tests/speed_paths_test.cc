@@ -71,7 +71,7 @@ std::vector<double> cpu_gelu_view(Differential& diff, const std::vector<double>&
   dx_op_id_t id{};
   check(dx_runtime_op_lookup(diff.runtime(), "dx.gelu", &id), "dx.gelu");
   dx_invoke_options_t options{};
-  options.struct_size = DX_STRUCT_SIZE(dx_invoke_options_t, plugin_index);
+  options.struct_size = DX_INVOKE_OPTIONS_SIZE_1_0;
   options.flags = DX_INVOKE_FLAG_PLUGIN;
   options.plugin_index = diff.cpu_plugin();
   dx_tensor_t* ins[1] = {x};
@@ -88,7 +88,7 @@ std::vector<double> cpu_gelu_view(Differential& diff, const std::vector<double>&
     check(dx_tensor_read(y, out.data(), out.size()), "dx_tensor_read");
     result = from_bytes(DX_DTYPE_F32, out);
   }
-  for (dx_tensor_t* t : owned) dx_tensor_destroy(t);
+  for (dx_tensor_t* t : owned) dx_error_destroy(dx_tensor_destroy(t));
   return result;
 }
 

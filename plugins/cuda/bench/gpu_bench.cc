@@ -23,8 +23,13 @@
 
 namespace {
 
-void check(dx_status_t s, const std::string& what) {
-  if (s != DX_OK) throw std::runtime_error(what + ": " + dx_status_string(s) + ": " + dx_last_error_message());
+/// Takes a host call's result (an error the caller owns, null on success): frees it, and throws
+/// its code and message when there was one.
+void check(dx_error_t* e, const std::string& what) {
+  if (e == nullptr) return;
+  std::string message = what + ": " + dx_status_string(dx_error_code(e)) + ": " + dx_error_message(e, nullptr);
+  dx_error_destroy(e);
+  throw std::runtime_error(message);
 }
 void check_cuda(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
@@ -64,11 +69,14 @@ class Bench {
     int32_t plugin = -1;
     check(dx_runtime_load_plugin(rt_, "cuda", &plugin), "load cuda plugin");
     unsetenv("DEEPX_CUDA_GEMM");
-    if (dx_runtime_find_device(rt_, "cuda:0", &dev_) != DX_OK) throw std::runtime_error("no GPU");
+    if (dx_error_t* e = dx_runtime_find_device(rt_, "cuda:0", &dev_); e != nullptr) {
+      dx_error_destroy(e);
+      throw std::runtime_error("no GPU");
+    }
   }
   ~Bench() {
-    for (auto* t : owned_) dx_tensor_destroy(t);
-    dx_runtime_destroy(rt_);
+    for (auto* t : owned_) dx_error_destroy(dx_tensor_destroy(t));
+    dx_error_destroy(dx_runtime_destroy(rt_));
   }
   Tensor make(dx_dtype_t dtype, std::vector<int64_t> shape, double value) {
     Tensor x;
@@ -78,7 +86,7 @@ class Bench {
     check(dx_attrs_create(&a), "attrs");
     check(dx_attrs_set_f64(a, "value", value), "value");
     check(dx_invoke_by_name(rt_, "dx.fill", nullptr, 0, &x.t, 1, a), "fill");
-    dx_attrs_destroy(a);
+    dx_error_destroy(dx_attrs_destroy(a));
     return x;
   }
   void invoke(const char* op, std::vector<Tensor> in, std::vector<Tensor> out, const dx_attrs_t* attrs = nullptr) {

@@ -132,7 +132,7 @@ dx_error_t* device_stats(void* space_data, dx_memory_stats_t* out) {
         full.peak_in_use_bytes = s.device->peak_in_use_bytes;
       }
     }
-    const size_t known = DX_STRUCT_SIZE(dx_memory_stats_t, live_allocations);
+    const size_t known = DX_MEMORY_STATS_SIZE_1_0;
     std::memcpy(reinterpret_cast<char*>(out) + sizeof(size_t),
                 reinterpret_cast<const char*>(&full) + sizeof(size_t),
                 std::min(known, out->struct_size) - sizeof(size_t));
@@ -387,7 +387,7 @@ dx_error_t* register_memory_spaces(PluginState* state) {
     data->state = state;
     data->device = device.get();
     dx_memory_space_desc_t desc{};
-    desc.struct_size = DX_STRUCT_SIZE(dx_memory_space_desc_t, stats);
+    desc.struct_size = DX_MEMORY_SPACE_DESC_SIZE_1_0;
     desc.name = device->space_name.c_str();
     desc.device = DLDevice{static_cast<DLDeviceType>(kDeviceType), device->index};
     // Device kind in the emulated build too: the host then reaches this memory only through
@@ -419,7 +419,7 @@ dx_error_t* register_memory_spaces(PluginState* state) {
   auto data = std::make_unique<SpaceData>();
   data->state = state;
   dx_memory_space_desc_t desc{};
-  desc.struct_size = DX_STRUCT_SIZE(dx_memory_space_desc_t, ipc_close);
+  desc.struct_size = DX_MEMORY_SPACE_DESC_SIZE_1_0;
   desc.name = state->pinned_name.c_str();
   desc.device = DLDevice{static_cast<DLDeviceType>(kPinnedDeviceType), 0};
   desc.kind = DX_MEMORY_PINNED;

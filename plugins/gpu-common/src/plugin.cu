@@ -142,7 +142,7 @@ dx_error_t* plugin_init(const dx_host_t* host, dx_host_context_t* context, void*
 }
 
 constexpr dx_plugin_t kPlugin = {
-    DX_STRUCT_SIZE(dx_plugin_t, shutdown),
+    DX_PLUGIN_SIZE_1_0,
     DX_ABI_VERSION,
     0,
     DXG_BACKEND_NAME,
@@ -152,6 +152,7 @@ constexpr dx_plugin_t kPlugin = {
     DX_PLUGIN_CAP_KERNELS | DX_PLUGIN_CAP_MEMORY | DX_PLUGIN_CAP_CONCURRENT_KERNELS,
     &plugin_init,
     &plugin_shutdown,
+    nullptr,  // get_extension: no extensions
 };
 
 }  // namespace

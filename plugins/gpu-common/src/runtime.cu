@@ -198,7 +198,7 @@ void Registrar::add(const char* op, int num_inputs, int num_outputs, std::vector
   signature.reserve(dtypes.size());
   for (DType d : dtypes) signature.push_back(dtype_to_dlpack(d));
   dx_kernel_desc_t desc{};
-  desc.struct_size = DX_STRUCT_SIZE(dx_kernel_desc_t, cost);
+  desc.struct_size = DX_KERNEL_DESC_SIZE_1_0;
   desc.op_name = op;
   desc.device_type = kDeviceType;
   desc.num_inputs = num_inputs;

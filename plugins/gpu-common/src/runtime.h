@@ -287,7 +287,7 @@ template <class Body>
 dx_error_t* kernel_entry(const dx_kernel_call_t* call, Body&& body) noexcept {
   if (call == nullptr || call->host == nullptr) return nullptr;
   return guard(call->host, [&] {
-    if (call->struct_size < DX_STRUCT_SIZE(dx_kernel_call_t, host) || call->kernel_data == nullptr ||
+    if (call->struct_size < DX_KERNEL_CALL_SIZE_1_0 || call->kernel_data == nullptr ||
         call->num_inputs < 0 || call->num_outputs < 0 || call->num_attrs < 0 ||
         (call->num_inputs > 0 && call->inputs == nullptr) ||
         (call->num_outputs > 0 && call->outputs == nullptr) ||

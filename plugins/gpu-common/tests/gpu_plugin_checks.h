@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "../../../host/tests/dx_test_util.h"
 #include "deepx/host.h"
 #include "deepx/plugin.h"
 
@@ -70,7 +71,7 @@ class PluginUnderTest {
  public:
   explicit PluginUnderTest(const char* path) {
     g_registered = &registered_;
-    host_.struct_size = DX_STRUCT_SIZE(dx_host_t, register_transport);
+    host_.struct_size = DX_HOST_SIZE_1_0;
     host_.abi_version = DX_ABI_VERSION;
     host_.error_create = &fake_error_create;
     host_.error_destroy = &fake_error_destroy;
@@ -140,8 +141,18 @@ inline dx_status_t status_of(dx_error_t* e) {
 
 // ---- host pair -----------------------------------------------------------------------------
 
-inline void check(dx_status_t s, const std::string& what) {
-  if (s != DX_OK) throw std::runtime_error(what + ": " + dx_status_string(s) + ": " + dx_last_error_message());
+/// Takes the result of a host (client API) call, an error the caller owns or null: destroys it
+/// and returns its code (DX_OK for null); its message goes to `*message` when given and not null.
+/// (Errors of the fake host above go through status_of() and ok() instead.)
+inline dx_status_t host_status(dx_error_t* e, std::string* message = nullptr) {
+  return deepx_test::TakeStatus(e, message);
+}
+
+/// Throws when a host call failed, with its status and message.
+inline void check(dx_error_t* e, const std::string& what) {
+  std::string message;
+  const dx_status_t s = host_status(e, &message);
+  if (s != DX_OK) throw std::runtime_error(what + ": " + dx_status_string(s) + ": " + message);
 }
 
 /// A tensor given by host bytes, an optional view (shape, strides, element offset) over a
@@ -172,10 +183,10 @@ class HostPair {
     check(dx_runtime_create(nullptr, &runtime_), "dx_runtime_create");
     check(dx_runtime_load_plugin(runtime_, plugin_path, &plugin_), "load the plugin under test");
     check(dx_runtime_load_plugin(runtime_, "reference", &reference_), "load the reference");
-    has_device_ = dx_runtime_find_device(runtime_, device_name, &device_) == DX_OK;
+    has_device_ = host_status(dx_runtime_find_device(runtime_, device_name, &device_)) == DX_OK;
     check(dx_runtime_find_device(runtime_, "reference-cpu", &ref_device_), "find reference-cpu");
   }
-  ~HostPair() { dx_runtime_destroy(runtime_); }
+  ~HostPair() { dx_error_destroy(dx_runtime_destroy(runtime_)); }
   HostPair(const HostPair&) = delete;
   HostPair& operator=(const HostPair&) = delete;
 
@@ -219,14 +230,13 @@ class HostPair {
       dx_op_id_t id;
       check(dx_runtime_op_lookup(runtime_, op, &id), std::string("lookup ") + op);
       dx_invoke_options_t options{};
-      options.struct_size = DX_STRUCT_SIZE(dx_invoke_options_t, plugin_index);
+      options.struct_size = DX_INVOKE_OPTIONS_SIZE_1_0;
       options.flags = DX_INVOKE_FLAG_PLUGIN | (backward ? DX_INVOKE_FLAG_BACKWARD : 0);
       options.plugin_index = on_plugin ? plugin_ : reference_;
-      result.status = dx_invoke_ex(runtime_, id, in.data(), static_cast<int32_t>(in.size()), out.data(),
-                                   static_cast<int32_t>(out.size()), attrs, &options);
-      if (result.status != DX_OK) {
-        result.message = dx_last_error_message();
-      } else {
+      result.status = host_status(dx_invoke_ex(runtime_, id, in.data(), static_cast<int32_t>(in.size()), out.data(),
+                                               static_cast<int32_t>(out.size()), attrs, &options),
+                                  &result.message);
+      if (result.status == DX_OK) {
         for (dx_tensor_t* t : out) {
           int64_t n = 0;
           dx_dtype_t d = 0;
@@ -238,10 +248,10 @@ class HostPair {
         }
       }
     } catch (...) {
-      for (dx_tensor_t* t : owned) dx_tensor_destroy(t);
+      for (dx_tensor_t* t : owned) dx_error_destroy(dx_tensor_destroy(t));
       throw;
     }
-    for (dx_tensor_t* t : owned) dx_tensor_destroy(t);
+    for (dx_tensor_t* t : owned) dx_error_destroy(dx_tensor_destroy(t));
     return result;
   }
 
@@ -255,7 +265,7 @@ class HostPair {
 class Attrs {
  public:
   Attrs() { check(dx_attrs_create(&attrs_), "dx_attrs_create"); }
-  ~Attrs() { dx_attrs_destroy(attrs_); }
+  ~Attrs() { dx_error_destroy(dx_attrs_destroy(attrs_)); }
   Attrs(const Attrs&) = delete;
   Attrs& operator=(const Attrs&) = delete;
   Attrs& i64(const char* n, int64_t v) { check(dx_attrs_set_i64(attrs_, n, v), n); return *this; }
