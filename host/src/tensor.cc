@@ -312,6 +312,13 @@ dx_status_t ImportCommon(Runtime* runtime, const DLTensor& dl, Storage* storage,
     std::shared_lock<RegistryLock> registry(runtime->core->registry);
     const MemorySpace* space = runtime->core->FindSpace(dl.device);
     t->device_index = space ? space->index : -1;
+    // Memory of a device a loaded plugin serves is read and written through that space (the
+    // producer still owns and frees it). The storage then holds the Core, so the space outlives
+    // every export of the storage.
+    if (space != nullptr) {
+      storage->space = space;
+      storage->core = runtime->core;
+    }
   }
   t->SetCore(runtime->core);
   return Issue(std::move(t), out_tensor, "DLPack import");
@@ -825,6 +832,12 @@ DX_EXPORT dx_error_t* dx_tensor_to_dlpack_legacy(const dx_tensor_t* handle,
       return st;
     }
     DX_REQUIRE(out_managed != nullptr, "dx_tensor_to_dlpack_legacy: out_managed is null");
+    if (tensor->storage->read_only) {
+      // The legacy struct has no flags: its consumer could not know it must not write.
+      return Fail(DX_UNSUPPORTED,
+                  "dx_tensor_to_dlpack_legacy: the tensor is read-only, which a legacy "
+                  "DLManagedTensor cannot say; export it with dx_tensor_to_dlpack()");
+    }
     auto m = std::make_unique<DLManagedTensor>();
     std::memset(m.get(), 0, sizeof(DLManagedTensor));
     m->manager_ctx = MakeExport(tensor, &m->dl_tensor);

@@ -560,6 +560,46 @@ TEST_F(Contract, CopyIntoAReadOnlyImportIsRefusedAndLeavesItAlone) {
   EXPECT_EQ(Read(ro), (std::vector<float>{9, 9, 9, 9}));
 }
 
+TEST_F(Contract, ALegacyExportOfAReadOnlyTensorIsRefused) {
+  dx_tensor_t* ro = nullptr;
+  ASSERT_EQ(Code(dx_tensor_from_dlpack(rt_, Producer::Make(2, 1.0f, DX_DLPACK_FLAG_READ_ONLY),
+                                       &ro)),
+            DX_OK);
+  tensors_.push_back(ro);
+  DLManagedTensor* legacy = nullptr;
+  Result r = Take(dx_tensor_to_dlpack_legacy(ro, &legacy));
+  EXPECT_EQ(r.code, DX_UNSUPPORTED) << r.message;
+  EXPECT_EQ(legacy, nullptr);
+  dx_dlpack_versioned_t* versioned = nullptr;
+  ASSERT_EQ(Code(dx_tensor_to_dlpack(ro, &versioned)), DX_OK);
+  EXPECT_NE(versioned->flags & DX_DLPACK_FLAG_READ_ONLY, 0u) << "the versioned form says so";
+  versioned->deleter(versioned);
+}
+
+// An import of memory in a device space that a loaded plugin serves is read and written
+// through that space's copy (the "scrambled" space stores every byte XOR 0x5A).
+TEST_F(Contract, ImportsOfAServedDeviceGoThroughItsSpace) {
+  ASSERT_EQ(Code(dx_runtime_load_plugin(rt_, SAFETENSORS_DEVICE_PLUGIN, nullptr)), DX_OK);
+  dx_dlpack_versioned_t* m = Producer::Make(2, 0.0f, 0);
+  m->dl_tensor.device = DLDevice{kDLExtDev, 0};
+  const float values[2] = {1.5f, -2.0f};
+  auto* bytes = static_cast<unsigned char*>(m->dl_tensor.data);
+  std::memcpy(bytes, values, sizeof values);
+  for (size_t i = 0; i < sizeof values; ++i) bytes[i] ^= 0x5A;  // as the device stores them
+  dx_tensor_t* t = nullptr;
+  ASSERT_EQ(Code(dx_tensor_from_dlpack(rt_, m, &t)), DX_OK);
+  tensors_.push_back(t);
+  int32_t device = -1, scrambled = -2;
+  ASSERT_EQ(Code(dx_tensor_device(t, &device)), DX_OK);
+  ASSERT_EQ(Code(dx_runtime_find_device(rt_, "scrambled", &scrambled)), DX_OK);
+  EXPECT_EQ(device, scrambled);
+  EXPECT_EQ(Read(t), (std::vector<float>{1.5f, -2.0f}));
+  const float next[2] = {4.0f, 8.0f};
+  ASSERT_EQ(Code(dx_tensor_write(t, next, sizeof next)), DX_OK);
+  EXPECT_EQ(Read(t), (std::vector<float>{4.0f, 8.0f}));
+  EXPECT_EQ(bytes[0], static_cast<unsigned char>(reinterpret_cast<const unsigned char*>(next)[0] ^ 0x5A));
+}
+
 // ---- the boundary: views, imports and shapes whose arithmetic overflows -----------------------
 
 TEST_F(Contract, ViewsThatReachOutsideTheirStorageAreRefusedWhateverTheArithmetic) {

@@ -496,6 +496,8 @@ DX_MUST_USE DX_EXPORT dx_error_t* dx_tensor_copy(dx_runtime_t* runtime, dx_tenso
  *   example, synchronise the producer's stream; PyTorch: torch.cuda.current_stream().synchronize()),
  *   because deepx's streams do not wait on the producer's. The producer must not write the
  *   memory while a deepx call uses it. deepx calls the deleter after its last use has completed.
+ * - Memory of a device a loaded plugin serves is read and written through that plugin's memory
+ *   space (its copy function), like the space's own tensors.
  * - Memory of a device no loaded plugin serves imports as a tensor that can be exported again
  *   but not computed on, read or written (::DX_UNSUPPORTED).
  */
@@ -526,7 +528,8 @@ DX_MUST_USE DX_EXPORT dx_error_t* dx_tensor_from_dlpack_legacy(dx_runtime_t* run
 DX_MUST_USE DX_EXPORT dx_error_t* dx_tensor_to_dlpack(const dx_tensor_t* tensor,
                                           dx_dlpack_versioned_t** out_managed);
 
-/** @brief Exports a tensor as a legacy DLManagedTensor; as dx_tensor_to_dlpack(). @since 1.0 */
+/** @brief Exports a tensor as a legacy DLManagedTensor; as dx_tensor_to_dlpack(), except that
+    a read-only tensor is refused with ::DX_UNSUPPORTED (the legacy struct cannot say so). @since 1.0 */
 DX_MUST_USE DX_EXPORT dx_error_t* dx_tensor_to_dlpack_legacy(const dx_tensor_t* tensor,
                                                  DLManagedTensor** out_managed);
 
