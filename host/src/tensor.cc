@@ -565,6 +565,23 @@ using namespace deepx::host;
     if (!(cond)) return Failf(DX_INVALID_ARGUMENT, __VA_ARGS__); \
   } while (0)
 
+namespace {
+
+// The shape of the tensor queries: resolve the handle, check the out-parameter, answer.
+template <class Out, class Answer>
+dx_error_t* QueryTensor(const dx_tensor_t* handle, const char* where, const char* out_name,
+                        Out* out, Answer&& answer) {
+  return Guard([&]() -> dx_status_t {
+    Tensor* tensor = nullptr;
+    if (dx_status_t st = Resolve(handle, where, "tensor", &tensor)) return st;
+    if (out == nullptr) return Failf(DX_INVALID_ARGUMENT, "%s: %s is null", where, out_name);
+    *out = answer(static_cast<const Tensor&>(*tensor));
+    return DX_OK;
+  });
+}
+
+}  // namespace
+
 extern "C" {
 
 DX_EXPORT dx_error_t* dx_tensor_create(dx_runtime_t* runtime, int32_t device_index,
@@ -608,23 +625,13 @@ DX_EXPORT dx_error_t* dx_tensor_destroy(dx_tensor_t* tensor) {
 }
 
 DX_EXPORT dx_error_t* dx_tensor_dltensor(const dx_tensor_t* handle, const DLTensor** out) {
-  return Guard([&]() -> dx_status_t {
-    Tensor* tensor = nullptr;
-    if (dx_status_t st = Resolve(handle, "dx_tensor_dltensor", "tensor", &tensor)) return st;
-    DX_REQUIRE(out != nullptr, "dx_tensor_dltensor: out is null");
-    *out = &tensor->dl;
-    return DX_OK;
-  });
+  return QueryTensor(handle, "dx_tensor_dltensor", "out", out,
+                     [](const Tensor& t) { return &t.dl; });
 }
 
 DX_EXPORT dx_error_t* dx_tensor_ndim(const dx_tensor_t* handle, int32_t* out_ndim) {
-  return Guard([&]() -> dx_status_t {
-    Tensor* tensor = nullptr;
-    if (dx_status_t st = Resolve(handle, "dx_tensor_ndim", "tensor", &tensor)) return st;
-    DX_REQUIRE(out_ndim != nullptr, "dx_tensor_ndim: out_ndim is null");
-    *out_ndim = tensor->dl.ndim;
-    return DX_OK;
-  });
+  return QueryTensor(handle, "dx_tensor_ndim", "out_ndim", out_ndim,
+                     [](const Tensor& t) { return t.dl.ndim; });
 }
 
 DX_EXPORT dx_error_t* dx_tensor_shape(const dx_tensor_t* handle, int64_t* out_shape,
@@ -644,33 +651,18 @@ DX_EXPORT dx_error_t* dx_tensor_shape(const dx_tensor_t* handle, int64_t* out_sh
 }
 
 DX_EXPORT dx_error_t* dx_tensor_dtype(const dx_tensor_t* handle, dx_dtype_t* out_dtype) {
-  return Guard([&]() -> dx_status_t {
-    Tensor* tensor = nullptr;
-    if (dx_status_t st = Resolve(handle, "dx_tensor_dtype", "tensor", &tensor)) return st;
-    DX_REQUIRE(out_dtype != nullptr, "dx_tensor_dtype: out_dtype is null");
-    *out_dtype = PackDtype(tensor->dl.dtype);
-    return DX_OK;
-  });
+  return QueryTensor(handle, "dx_tensor_dtype", "out_dtype", out_dtype,
+                     [](const Tensor& t) { return PackDtype(t.dl.dtype); });
 }
 
 DX_EXPORT dx_error_t* dx_tensor_device(const dx_tensor_t* handle, int32_t* out_device_index) {
-  return Guard([&]() -> dx_status_t {
-    Tensor* tensor = nullptr;
-    if (dx_status_t st = Resolve(handle, "dx_tensor_device", "tensor", &tensor)) return st;
-    DX_REQUIRE(out_device_index != nullptr, "dx_tensor_device: out_device_index is null");
-    *out_device_index = tensor->device_index;
-    return DX_OK;
-  });
+  return QueryTensor(handle, "dx_tensor_device", "out_device_index", out_device_index,
+                     [](const Tensor& t) { return t.device_index; });
 }
 
 DX_EXPORT dx_error_t* dx_tensor_numel(const dx_tensor_t* handle, int64_t* out_numel) {
-  return Guard([&]() -> dx_status_t {
-    Tensor* tensor = nullptr;
-    if (dx_status_t st = Resolve(handle, "dx_tensor_numel", "tensor", &tensor)) return st;
-    DX_REQUIRE(out_numel != nullptr, "dx_tensor_numel: out_numel is null");
-    *out_numel = Numel(tensor->dl);
-    return DX_OK;
-  });
+  return QueryTensor(handle, "dx_tensor_numel", "out_numel", out_numel,
+                     [](const Tensor& t) { return Numel(t.dl); });
 }
 
 DX_EXPORT dx_error_t* dx_tensor_write(dx_tensor_t* handle, const void* data, uint64_t size) {
