@@ -1,5 +1,6 @@
 // Tensors: storage in registered memory spaces, views, host <-> tensor copies, DLPack exchange.
 #include <algorithm>
+#include <type_traits>
 #include <cstdlib>
 
 #include "internal.h"
@@ -445,11 +446,13 @@ dx_status_t ViewTensor(const Tensor* base, const int64_t* shape, const int64_t* 
     return Failf(DX_OUT_OF_RANGE, "%s: element offset %lld overflows", where,
                  static_cast<long long>(elem_offset));
   }
-  if (dx_status_t st = CheckWithin(first, last, elem, static_cast<uint64_t>(s->hi - s->lo), where)) {
+  const uint64_t storage_bytes = static_cast<uint64_t>(s->hi - s->lo);
+  if (dx_status_t st = CheckWithin(first, last, elem, storage_bytes, where)) {
     return st;
   }
   t->dl.data = base->dl.data;
-  t->dl.byte_offset = static_cast<uint64_t>((s->lo + first) - static_cast<const char*>(base->dl.data));
+  t->dl.byte_offset =
+      static_cast<uint64_t>((s->lo + first) - static_cast<const char*>(base->dl.data));
   t->dl.device = base->dl.device;
   t->dl.dtype = base->dl.dtype;
   t->device_index = base->device_index;
@@ -567,6 +570,42 @@ using namespace deepx::host;
 
 namespace {
 
+// Both DLPack imports. Ownership of `managed` passes to deepx on every path: a refusal calls
+// its deleter before returning; from the Storage on, the storage owns it.
+template <class Managed>
+dx_status_t ImportManaged(dx_runtime_t* runtime, Managed* managed, dx_tensor_t** out_tensor,
+                          const char* where) {
+  constexpr bool kVersioned = std::is_same_v<Managed, dx_dlpack_versioned_t>;
+  if (managed == nullptr) return Failf(DX_INVALID_ARGUMENT, "%s: managed is null", where);
+  auto refuse = [&](dx_status_t code, const std::string& message) {
+    if (managed->deleter) managed->deleter(managed);
+    return Fail(code, message);
+  };
+  Runtime* rt = nullptr;
+  if (dx_status_t st = Resolve(runtime, where, "runtime", &rt)) {
+    return refuse(st, PendingMessage() + "; the tensor was released");
+  }
+  if (out_tensor == nullptr) {
+    return refuse(DX_INVALID_ARGUMENT, std::string(where) + ": out_tensor is null");
+  }
+  if constexpr (kVersioned) {
+    if (managed->version.major != 1) {
+      return refuse(DX_VERSION_MISMATCH, std::string(where) +
+                                             ": DLPack major version is not 1; the tensor was "
+                                             "released");
+    }
+  }
+  Storage* storage = new (std::nothrow) Storage();
+  if (storage == nullptr) return refuse(DX_OUT_OF_MEMORY, std::string(where) + ": out of memory");
+  if constexpr (kVersioned) {
+    storage->imported = managed;
+    storage->read_only = (managed->flags & DX_DLPACK_FLAG_READ_ONLY) != 0;
+  } else {
+    storage->imported_legacy = managed;
+  }
+  return ImportCommon(rt, managed->dl_tensor, storage, out_tensor);
+}
+
 // The shape of the tensor queries: resolve the handle, check the out-parameter, answer.
 template <class Out, class Answer>
 dx_error_t* QueryTensor(const dx_tensor_t* handle, const char* where, const char* out_name,
@@ -611,7 +650,8 @@ DX_EXPORT dx_error_t* dx_tensor_view(const dx_tensor_t* base_handle, const int64
     if (dx_status_t st = Resolve(base_handle, "dx_tensor_view", "base", &base)) return st;
     DX_REQUIRE(out_tensor != nullptr, "dx_tensor_view: out_tensor is null");
     std::unique_ptr<Tensor> t;
-    if (dx_status_t st = ViewTensor(base, shape, strides, ndim, elem_offset, &t, "dx_tensor_view")) {
+    if (dx_status_t st =
+            ViewTensor(base, shape, strides, ndim, elem_offset, &t, "dx_tensor_view")) {
       return st;
     }
     return Issue(std::move(t), out_tensor, "dx_tensor_view");
@@ -712,22 +752,22 @@ DX_EXPORT dx_error_t* dx_tensor_copy(dx_runtime_t* runtime, dx_tensor_t* dst_han
     const uintptr_t dst_begin = reinterpret_cast<uintptr_t>(FirstByte(dst->dl));
     const uintptr_t src_end = src_begin + SpanBytes(src->dl, elem);
     const uintptr_t dst_end = dst_begin + SpanBytes(dst->dl, elem);
-    const bool same_storage =
+    const bool overlap =
         dst->storage == src->storage || (src_begin < dst_end && dst_begin < src_end);
-    if (HostAccessible(src) && !same_storage) {
+    if (HostAccessible(src) && !overlap) {
       // Stage through a compact host buffer only when src is not compact.
       if (IsCompact(src->dl)) return TensorWrite(dst, FirstByte(src->dl), bytes, kWhere);
       std::vector<char> staging(bytes);
       if (dx_status_t st = TensorRead(src, staging.data(), bytes, kWhere)) return st;
       return TensorWrite(dst, staging.data(), bytes, kWhere);
     }
-    if (HostAccessible(dst) && IsCompact(dst->dl) && !same_storage) {
+    if (HostAccessible(dst) && IsCompact(dst->dl) && !overlap) {
       return TensorRead(src, FirstByte(dst->dl), bytes, kWhere);
     }
     const Storage* s = src->storage;
     const Storage* d = dst->storage;
     if (s->space && s->space == d->space && IsCompact(src->dl) && IsCompact(dst->dl) &&
-        !same_storage) {
+        !overlap) {
       dx_error_t* e = s->space->desc.copy(s->space->desc.space_data, FirstByte(dst->dl),
                                           FirstByte(src->dl), bytes, DX_COPY_DEVICE_TO_DEVICE,
                                           nullptr);
@@ -743,31 +783,7 @@ DX_EXPORT dx_error_t* dx_tensor_from_dlpack(dx_runtime_t* runtime,
                                             dx_dlpack_versioned_t* managed,
                                             dx_tensor_t** out_tensor) {
   return Guard([&]() -> dx_status_t {
-    auto refuse = [&](dx_status_t code, std::string msg) {
-      if (managed->deleter) managed->deleter(managed);
-      return Fail(code, std::move(msg));
-    };
-    if (managed == nullptr) {
-      return Fail(DX_INVALID_ARGUMENT, "dx_tensor_from_dlpack: managed is null");
-    }
-    Runtime* rt = nullptr;
-    if (dx_status_t st = Resolve(runtime, "dx_tensor_from_dlpack", "runtime", &rt)) {
-      return refuse(st, PendingMessage() + "; the tensor was released");
-    }
-    if (out_tensor == nullptr) {
-      return refuse(DX_INVALID_ARGUMENT, "dx_tensor_from_dlpack: out_tensor is null");
-    }
-    if (managed->version.major != 1) {
-      return refuse(DX_VERSION_MISMATCH,
-                    "dx_tensor_from_dlpack: DLPack major version is not 1; the tensor was "
-                    "released");
-    }
-    Storage* storage = new (std::nothrow) Storage();
-    if (storage == nullptr) return refuse(DX_OUT_OF_MEMORY, "dx_tensor_from_dlpack: out of memory");
-    storage->imported = managed;
-    storage->read_only = (managed->flags & DX_DLPACK_FLAG_READ_ONLY) != 0;
-    // From here the storage owns `managed`: any failure releases it through the deleter.
-    return ImportCommon(rt, managed->dl_tensor, storage, out_tensor);
+    return ImportManaged(runtime, managed, out_tensor, "dx_tensor_from_dlpack");
   });
 }
 
@@ -775,26 +791,7 @@ DX_EXPORT dx_error_t* dx_tensor_from_dlpack_legacy(dx_runtime_t* runtime,
                                                    DLManagedTensor* managed,
                                                    dx_tensor_t** out_tensor) {
   return Guard([&]() -> dx_status_t {
-    auto refuse = [&](dx_status_t code, std::string msg) {
-      if (managed->deleter) managed->deleter(managed);
-      return Fail(code, std::move(msg));
-    };
-    if (managed == nullptr) {
-      return Fail(DX_INVALID_ARGUMENT, "dx_tensor_from_dlpack_legacy: managed is null");
-    }
-    Runtime* rt = nullptr;
-    if (dx_status_t st = Resolve(runtime, "dx_tensor_from_dlpack_legacy", "runtime", &rt)) {
-      return refuse(st, PendingMessage() + "; the tensor was released");
-    }
-    if (out_tensor == nullptr) {
-      return refuse(DX_INVALID_ARGUMENT, "dx_tensor_from_dlpack_legacy: out_tensor is null");
-    }
-    Storage* storage = new (std::nothrow) Storage();
-    if (storage == nullptr) {
-      return refuse(DX_OUT_OF_MEMORY, "dx_tensor_from_dlpack_legacy: out of memory");
-    }
-    storage->imported_legacy = managed;
-    return ImportCommon(rt, managed->dl_tensor, storage, out_tensor);
+    return ImportManaged(runtime, managed, out_tensor, "dx_tensor_from_dlpack_legacy");
   });
 }
 
