@@ -163,7 +163,7 @@ dx_error_t* unary_backward_kernel(const dx_kernel_call_t* call) noexcept {
 template <bool Fast>
 double gelu_derivative(double x, bool tanh_form) {
   if (!tanh_form) {
-    const double cdf = Fast ? normal_cdf(x) : 0.5 * (1.0 + std::erf(x / std::numbers::sqrt2));
+    const double cdf = Fast ? normal_cdf(x) : 0.5 * std::erfc(-x / std::numbers::sqrt2);
     const double pdf = (Fast ? exp_f64(-0.5 * x * x) : std::exp(-0.5 * x * x)) / std::sqrt(2.0 * std::numbers::pi);
     return cdf + x * pdf;
   }

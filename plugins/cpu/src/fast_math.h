@@ -358,10 +358,9 @@ inline double erf_wide(float xf) {
 /// erf for f32: erf_wide rounded once (at most 1 ulp; the contract is 8).
 inline float erf_f32(float x) { return static_cast<float>(erf_wide(x)); }
 
-/// Below this input the gelu_*_wide functions are not used: there the reference's own
-/// 1 + erf(x / sqrt 2) and 1 + tanh(u) cancel in f64 (its result carries f64 rounding noise
-/// relative to a value below 1e-7), and only the same libm expression reproduces it. Kernels
-/// compute those (rare) elements with the reference formula.
+/// Below this input the gelu_*_wide functions and gelu_erf_f32 are not used (their polynomial
+/// and range reductions are fitted to [-5, +Inf]): kernels compute those (rare) elements with
+/// the reference's own f64 formula.
 constexpr double kGeluWideBelow = -5.0;
 
 /// gelu (erf form) x Phi(x) of an f32 x as an f64 (about 1e-11 relative) for x >= -5 (and

@@ -14,7 +14,7 @@
 // (map_with_exact_tail, map_f32_with_exact_tail). dx.cast f32 -> f16 uses the F16C conversion
 // where the build has it (float_to_half_row, bit-identical to half.h). Ops whose
 // result is exact (abs, sign, floor, max/min, comparisons, clamp, where, cast) are bit-exact by
-// construction and follow the reference's choices where OPS.md leaves one open (NaN handling,
+// construction and follow the edge cases docs/ops.md defines (NaN handling,
 // ties of +0/-0, saturation, bool conversions).
 #include <algorithm>
 #include <cmath>
@@ -72,9 +72,10 @@ struct Silu {
   static double f(double x) { return x == -kInf ? -0.0 : x / (1.0 + std::exp(-x)); }
   static float f32(float x) { return silu_f32(x); }
 };
+// The reference's gelu formulas (the erf form through erfc: see reference-kernels).
 struct GeluErf {
   static double f(double x) {
-    return x == -kInf ? -0.0 : 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2));
+    return x == -kInf ? -0.0 : 0.5 * x * std::erfc(-x / std::numbers::sqrt2);
   }
 };
 struct GeluTanh {

@@ -18,17 +18,19 @@ namespace deepx::gpu {
 
 // ---- gelu --------------------------------------------------------------------------------------
 
-/// gelu in f64 for every dtype (rounded once): 1 + erf(x / sqrt 2) cancels for negative x, and
-/// f32 arithmetic would lose the small results the reference resolves. -Inf gives the limit -0.
+/// gelu in f64 for every dtype (rounded once), as the reference writes it: the erf form as
+/// x erfc(-x / sqrt 2) / 2 (1 + erf(x / sqrt 2) cancels for negative x), the tanh form as
+/// PyTorch's expression (f32 arithmetic would lose the small results the reference resolves).
+/// -Inf gives the limit -0.
 DXG_HD double gelu_value(double x, bool tanh_form) {
   if (x < 0 && x * 0.5 == x) return -0.0;  // -Inf
-  if (!tanh_form) return 0.5 * x * (1.0 + erf(x / 1.4142135623730951));
+  if (!tanh_form) return 0.5 * x * erfc(-x / 1.4142135623730951);
   return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
 }
 
 DXG_HD double gelu_derivative(double x, bool tanh_form) {
   if (!tanh_form) {
-    const double cdf = 0.5 * (1.0 + erf(x / 1.4142135623730951));
+    const double cdf = 0.5 * erfc(-x / 1.4142135623730951);
     const double pdf = exp(-0.5 * x * x) / 2.5066282746310002;  // sqrt(2 pi)
     return cdf + x * pdf;
   }
