@@ -19,6 +19,17 @@ constexpr int kElementwiseThreads = 256;
 /// Grid size cap of grid-stride loops (enough blocks to fill any current GPU several times).
 constexpr int64_t kMaxBlocks = 65535;
 
+/// Blocks per output of a split reduction (launch_reduce_split): enough for about 2048 blocks
+/// in all, each folding at least 16 elements per thread; 1 (no split) for calls with many
+/// outputs or short rows. A function of the call's shape only, so a result does not depend on
+/// the device it ran on.
+inline int reduce_splits(int64_t outputs, int64_t inner_count) {
+  if (outputs <= 0) return 1;
+  const int64_t by_work = inner_count / (int64_t{kReduceThreads} * 16);
+  const int64_t by_grid = (2048 + outputs - 1) / outputs;
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({by_work, by_grid, 1024})));
+}
+
 #if defined(DXG_HOST_EMULATION)
 // ---- grid emulation: the same phases, thread by thread, barrier by barrier -------------------
 
@@ -40,6 +51,30 @@ void launch_reduce(Exec&, const Fn& fn, int64_t outputs) {
       for (int t = 0; t < kReduceThreads; ++t) tree_step(shared.data(), t, stride, fn);
     }
     fn.finish(o, shared[0]);
+  }
+}
+
+template <class Fn>
+void launch_reduce_split(Exec& exec, const Fn& fn, int64_t outputs, int64_t inner_count) {
+  const int splits = reduce_splits(outputs, inner_count);
+  if (splits == 1) return launch_reduce(exec, fn, outputs);
+  using Acc = typename Fn::Acc;
+  std::vector<Acc> shared(kReduceThreads), partials(static_cast<size_t>(outputs * splits));
+  for (int64_t b = 0; b < outputs * splits; ++b) {
+    const int64_t o = b / splits;
+    const int s = static_cast<int>(b % splits);
+    for (int t = 0; t < kReduceThreads; ++t) {
+      shared[t] = fn.partial(o, s * kReduceThreads + t, splits * kReduceThreads);
+    }
+    for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
+      for (int t = 0; t < kReduceThreads; ++t) tree_step(shared.data(), t, stride, fn);
+    }
+    partials[b] = shared[0];
+  }
+  for (int64_t o = 0; o < outputs; ++o) {
+    Acc acc = partials[o * splits];
+    for (int s = 1; s < splits; ++s) acc = fn.combine(acc, partials[o * splits + s]);
+    fn.finish(o, acc);
   }
 }
 
@@ -157,6 +192,58 @@ void launch_reduce(Exec& exec, const Fn& fn, int64_t outputs) {
   if (outputs <= 0) return;
   const int64_t blocks = std::min<int64_t>(outputs, kMaxBlocks);
   reduce_kernel<Fn><<<static_cast<unsigned>(blocks), kReduceThreads, 0, exec.stream()>>>(fn, outputs);
+  check(gpuGetLastError(), "reduction launch");
+}
+
+/// Phase 1 of a split reduction: block b = o * splits + s folds the reduced elements
+/// s * T + t, s * T + t + splits * T, ... (T threads) of output o and writes its tree's result
+/// to partials[b].
+template <class Fn>
+__global__ void reduce_split_kernel(Fn fn, int64_t outputs, int splits, typename Fn::Acc* partials) {
+  using Acc = typename Fn::Acc;
+  __shared__ Acc shared[kReduceThreads];
+  const int t = static_cast<int>(threadIdx.x);
+  for (int64_t b = blockIdx.x; b < outputs * splits; b += gridDim.x) {
+    const int64_t o = b / splits;
+    const int s = static_cast<int>(b % splits);
+    shared[t] = fn.partial(o, s * kReduceThreads + t, splits * kReduceThreads);
+    __syncthreads();
+    for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
+      tree_step(shared, t, stride, fn);
+      __syncthreads();
+    }
+    if (t == 0) partials[b] = shared[0];
+    __syncthreads();
+  }
+}
+
+/// Phase 2: one thread per output folds its `splits` partials in order, then finishes.
+template <class Fn>
+__global__ void reduce_split_finish_kernel(Fn fn, int64_t outputs, int splits,
+                                           const typename Fn::Acc* partials) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t o = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < outputs; o += step) {
+    typename Fn::Acc acc = partials[o * splits];
+    for (int s = 1; s < splits; ++s) acc = fn.combine(acc, partials[o * splits + s]);
+    fn.finish(o, acc);
+  }
+}
+
+/// A reduction whose few outputs have long rows (sum of a whole tensor): each output is split
+/// over reduce_splits() blocks whose partial results are folded in a fixed order (deterministic
+/// run to run); otherwise launch_reduce.
+template <class Fn>
+void launch_reduce_split(Exec& exec, const Fn& fn, int64_t outputs, int64_t inner_count) {
+  const int splits = reduce_splits(outputs, inner_count);
+  if (splits == 1) return launch_reduce(exec, fn, outputs);
+  using Acc = typename Fn::Acc;
+  Exec::Scratch partials(exec, static_cast<uint64_t>(outputs * splits) * sizeof(Acc));
+  Acc* p = static_cast<Acc*>(partials.get());
+  const int64_t blocks = std::min<int64_t>(outputs * splits, kMaxBlocks);
+  reduce_split_kernel<Fn><<<static_cast<unsigned>(blocks), kReduceThreads, 0, exec.stream()>>>(fn, outputs, splits, p);
+  check(gpuGetLastError(), "reduction launch");
+  const int64_t finish_blocks = std::min<int64_t>((outputs + kElementwiseThreads - 1) / kElementwiseThreads, kMaxBlocks);
+  reduce_split_finish_kernel<Fn><<<static_cast<unsigned>(finish_blocks), kElementwiseThreads, 0, exec.stream()>>>(fn, outputs, splits, p);
   check(gpuGetLastError(), "reduction launch");
 }
 

@@ -66,7 +66,7 @@ dx_error_t* reduce_forward(const dx_kernel_call_t* call) {
     auto run = [&](auto tag) {
       using T = tag_t<decltype(tag)>;
       ReduceFn<T> fn{outer, inner, in.data<T>(), out.base, out.dtype, op};
-      launch_reduce(exec, fn, outputs);
+      launch_reduce_split(exec, fn, outputs, inner_count);
     };
     if (dtype_is_float(in.dtype)) dispatch_float(in.dtype, run);
     else dispatch_int(in.dtype, run);

@@ -27,9 +27,15 @@ struct Layout {
 };
 
 /// Element offsets of position `i` in every operand. The loop runs from the innermost
-/// dimension outwards, one division per dimension.
+/// dimension outwards, one division per dimension; rank 1 (every dense call, once the builder
+/// has merged its dimensions) needs none: a 64-bit division per element would cost a
+/// memory-bound kernel most of its bandwidth.
 DXG_HD void layout_offsets(const Layout& l, int64_t i, int64_t* offsets) {
   for (int k = 0; k < kMaxOperands; ++k) offsets[k] = 0;
+  if (l.rank == 1) {
+    for (int k = 0; k < l.operands; ++k) offsets[k] = i * l.strides[k][0];
+    return;
+  }
   for (int d = l.rank - 1; d >= 0; --d) {
     const int64_t extent = l.shape[d];
     const int64_t index = i % extent;
@@ -40,6 +46,7 @@ DXG_HD void layout_offsets(const Layout& l, int64_t i, int64_t* offsets) {
 
 /// Offset of position `i` in one operand only (cheaper when the kernel needs one).
 DXG_HD int64_t layout_offset(const Layout& l, int operand, int64_t i) {
+  if (l.rank == 1) return i * l.strides[operand][0];
   int64_t offset = 0;
   for (int d = l.rank - 1; d >= 0; --d) {
     const int64_t extent = l.shape[d];
