@@ -111,15 +111,25 @@ struct Json {
   bool boolean = false;
   std::string text;  // a string's value (UTF-8), or a number's literal text
   std::vector<Json> items;
-  std::vector<std::pair<std::string, Json>> members;  // in file order
+  // An object's members, in file order. Not std::pair<std::string, Json>: a pair of the
+  // incomplete Json is refused by clang's C++20 library checks.
+  struct Member;
+  std::vector<Member> members;
 
-  const Json* Find(std::string_view key) const {
-    for (const auto& m : members) {
-      if (m.first == key) return &m.second;
-    }
-    return nullptr;
-  }
+  const Json* Find(std::string_view key) const;
 };
+
+struct Json::Member {
+  std::string first;
+  Json second;
+};
+
+const Json* Json::Find(std::string_view key) const {
+  for (const auto& m : members) {
+    if (m.first == key) return &m.second;
+  }
+  return nullptr;
+}
 
 const char* KindName(Json::Kind k) {
   switch (k) {
@@ -209,7 +219,7 @@ class JsonParser {
       ++pos_;
       Json value;
       if (!ParseValue(&value, depth)) return false;
-      out->members.emplace_back(std::move(key), std::move(value));
+      out->members.push_back(Json::Member{std::move(key), std::move(value)});
       SkipWhitespace();
       if (pos_ >= text_.size()) return Error("unexpected end of the header in an object");
       if (text_[pos_] == ',') {
