@@ -1,5 +1,6 @@
 // Dispatch overhead: host dx_invoke of a 1-element f32 dx.add against calling the same kernel
-// directly through its function pointer, in one run (PERFORMANCE.md: <= 50 ns above direct).
+// directly through its function pointer, in one run (target in docs/performance-method.md:
+// <= 50 ns above direct).
 //
 // The direct path dlopens the same plugin file, calls its entry and init with a minimal host
 // that records the dx.add f32 kernel, and calls that kernel with a prebuilt dx_kernel_call_t.

@@ -99,7 +99,7 @@ inline int32_t DeviceTypeOf(const DLDevice& device) {
   std::memcpy(&type, &device.device_type, sizeof type);
   return type;
 }
-// True for the dtypes deepx knows (OPS.md groups F, I, B; lanes 1).
+// True for the dtypes deepx knows (the groups F, I, B of docs/ops.md; lanes 1).
 bool IsKnownDtype(dx_dtype_t d);
 // "f32", "i64", "bool", or "dtype(code=..,bits=..,lanes=..)".
 std::string DtypeName(dx_dtype_t d);

@@ -1,7 +1,8 @@
 // The plugin loader: discovery, dlopen, version negotiation, staged registration.
 //
 // Libraries are opened with RTLD_LOCAL | RTLD_NODELETE and never unloaded: a plugin's code stays
-// mapped for the life of the process, so no pointer into it can dangle (ARCHITECTURE.md, rule 11).
+// mapped for the life of the process, so no pointer into it can dangle (docs/abi-conventions.md,
+// "Unloading").
 #include <dirent.h>
 #include <dlfcn.h>
 #include <elf.h>

@@ -1,8 +1,8 @@
-// The finite-difference check every reference backward kernel goes through (CONFORMANCE.md,
-// "Backward"): the inner-product test <v, J^T u> = <J v, u> in f64, with J^T u from the backward
-// kernel and J v from central differences of the forward kernel, along random directions u
-// (over the outputs) and v (over one input at a time). Callers pick points away from
-// non-differentiable ones (relu at 0, max ties) by construction.
+// The finite-difference check every reference backward kernel goes through
+// (docs/conformance.md, "The reference"): the inner-product test <v, J^T u> = <J v, u> in f64,
+// with J^T u from the backward kernel and J v from central differences of the forward kernel,
+// along random directions u (over the outputs) and v (over one input at a time). Callers pick
+// points away from non-differentiable ones (relu at 0, max ties) by construction.
 #pragma once
 
 #include <cstdint>

@@ -58,7 +58,7 @@ TEST_F(Plugin, Descriptor) {
   EXPECT_NE(plugin_->shutdown, nullptr);
 }
 
-// The registration OPS.md specifies, spelled out independently of the plugin's table: every
+// The registration docs/ops.md specifies, spelled out independently of the plugin's table: every
 // kernel key, mapped to whether it has a backward kernel.
 std::map<std::string, bool> expected_kernels() {
   const std::vector<DType> F = kF, I = kI;

@@ -593,8 +593,9 @@ typedef struct dx_invoke_options {
  *
  * Picks the first kernel (in plugin load order) whose device type matches the tensors, whose
  * dtype signature matches, and whose supports() predicate accepts the call. Output tensors are
- * allocated by the caller with the op's output shapes (OPS.md); they are checked for standard
- * ops before any kernel runs.
+ * allocated by the caller with the op's output shapes (docs/ops.md); for the standard ops whose
+ * shape rule the host knows (elementwise, reductions, matmul, softmax, transpose) they are
+ * checked before any kernel runs.
  * @param runtime the runtime.
  * @param op an id from dx_runtime_op_lookup().
  * @param inputs `num_inputs` borrowed tensors; a null entry passes an absent optional input.

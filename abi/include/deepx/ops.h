@@ -1,6 +1,7 @@
 /**
  * @file deepx/ops.h
- * @brief The standard op set (`dx.*`, see OPS.md): names, arities and attribute schemas.
+ * @brief The standard op set (`dx.*`): names, arities and attribute schemas. What each op
+ * computes is defined in docs/ops.md.
  *
  * For a standard op the host passes attributes to kernels in schema order, so a kernel reads
  * `call->attrs[DX_REDUCE_AXES]` instead of searching by name; a slot the caller left unset has

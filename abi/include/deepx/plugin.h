@@ -64,7 +64,7 @@ typedef struct dx_host_context dx_host_context_t;
  * For a forward call `inputs` and `outputs` are the op's inputs and outputs. For a backward
  * call (dx_kernel_desc_t::backward) `inputs` are the output gradients, then the forward inputs,
  * then the forward outputs, and `outputs` are the input gradients; a null entry in `outputs`
- * means that gradient is not wanted. OPS.md gives each op's list.
+ * means that gradient is not wanted. docs/ops.md gives each op's inputs, outputs and gradients.
  * @since 1.0
  */
 typedef struct dx_kernel_call {
@@ -76,7 +76,7 @@ typedef struct dx_kernel_call {
   const DLTensor* const* inputs;
   /** `num_outputs` borrowed tensor views (entries may be null in backward calls). */
   const DLTensor* const* outputs;
-  /** `num_attrs` attributes, in the order the op's schema lists them (see OPS.md); an attribute
+  /** `num_attrs` attributes, in the order the op's schema lists them (deepx/ops.h); an attribute
       the caller left unset has type ::DX_ATTR_NONE. Vendor ops get them in the caller's order.
       May be null when `num_attrs` is 0 (no attributes were given): treat every slot as unset. */
   const dx_attr_t* attrs;

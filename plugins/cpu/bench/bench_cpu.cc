@@ -1,7 +1,7 @@
 // deepx-bench-cpu: the CPU plugin's kernels against ceilings measured in the same run
-// (PERFORMANCE.md): dx.add f32 against a STREAM-style `omp parallel for simd` add of the same
-// byte traffic, dx.sum f32 against a read-only vectorised sum, dx.matmul f32 against a direct
-// cblas_sgemm on the same data. Each benchmark
+// (docs/performance-method.md): dx.add f32 against a STREAM-style `omp parallel for simd` add
+// of the same byte traffic, dx.sum f32 against a read-only vectorised sum, dx.matmul f32 against
+// a direct cblas_sgemm on the same data. Each benchmark
 // repeats (default 5 repetitions, randomly interleaved); the summary prints medians, min/max
 // and the ratios, plus the machine line.
 //

@@ -1,10 +1,10 @@
 // deepx-bench-ops: the CPU plugin's ops, called through the host API, against ceilings measured
 // in the same run and against PyTorch on the CPU at the same shapes, dtypes and thread count
-// (PERFORMANCE.md). Prints one row per op and size: median time, GB/s or GFLOP/s, the ratio to
-// the ceiling (a STREAM-style loop of the same byte traffic for memory-bound ops, OpenBLAS
-// sgemm/dgemm of the same products for matmul-like ops), whether the row meets its target, and
-// the ratio to PyTorch; then the geometric mean of the PyTorch ratios. The same table goes to a
-// markdown file (--markdown=FILE) for docs/performance.md.
+// (docs/performance-method.md). Prints one row per op and size: median time, GB/s or GFLOP/s,
+// the ratio to the ceiling (a STREAM-style loop of the same byte traffic for memory-bound ops,
+// OpenBLAS sgemm/dgemm of the same products for matmul-like ops), whether the row meets its
+// target, and the ratio to PyTorch; then the geometric mean of the PyTorch ratios. The same
+// table goes to a markdown file (--markdown=FILE) for docs/performance.md.
 //
 // Method. Every case gets prebuilt tensors (allocated by the plugin's memory space, first
 // touched by the threads that use them) and one dx_invoke() per call, exactly what a client
@@ -102,12 +102,12 @@ AttrSpec attr_ints(std::string name, std::vector<int64_t> v) {
   return {AttrSpec::kI64Array, std::move(name), std::move(v)};
 }
 
-/// Which PERFORMANCE.md target a row is held to.
+/// Which target of docs/performance-method.md a row is held to.
 enum class Target {
   kMemory,     // elementwise, cast, copy and other data movement: >= 0.95 x STREAM-style loop
   kReduction,  // reductions, softmax, norms: >= 0.8 x STREAM-style loop
   kGemm,       // f32 matmul-like, n >= 512: >= 1.0 x OpenBLAS
-  kNone,       // reported for information (small sizes, no target in PERFORMANCE.md)
+  kNone,       // reported for information (small sizes, no target in docs/performance-method.md)
 };
 
 /// The ceiling loop: a STREAM-style kernel moving the op's minimal byte traffic, or BLAS.
@@ -189,7 +189,7 @@ std::string dims(const std::vector<int64_t>& shape) {
 constexpr int64_t kLarge = int64_t{1} << 24;  // 16M f32 = 64 MiB per array: past every cache
 constexpr int64_t kSmall = int64_t{1} << 20;  // 1M f32 = 4 MiB: cache-resident, dispatch shows
 
-/// PERFORMANCE.md sets the bandwidth targets "on large tensors": >= 64 MiB per array.
+/// docs/performance-method.md sets the bandwidth targets on large tensors: >= 64 MiB per array.
 Target if_large(int64_t elements, Target t) { return elements >= kLarge ? t : Target::kNone; }
 
 std::vector<Case> make_cases() {

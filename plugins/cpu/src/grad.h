@@ -2,7 +2,7 @@
 // gradients, then the forward inputs, then the forward outputs; outputs are the input gradients,
 // a null entry meaning "not wanted").
 //
-// Semantics follow the reference (reference-kernels/README.md, "Backward calling convention"):
+// Semantics follow the reference (docs/ops.md, "Backward kernels"):
 // derivatives are evaluated in f64 from the forward inputs, contributions are accumulated in
 // f64 starting from +0 (so a -0 contribution gives +0, as the reference's zeroed buffers do),
 // gradients of broadcast inputs are summed back to the input's shape, and each gradient element

@@ -1,6 +1,5 @@
 // Counter-based random ops: dx.uniform, dx.normal, dx.dropout (and dropout's gradient), bit
-// identical to the reference plugin. The stream is the one reference-kernels/README.md fixes
-// ("Random ops: element -> counter mapping"):
+// identical to the reference plugin. The stream is the one docs/ops.md fixes ("Random ops"):
 //   key       = (seed & 0xFFFFFFFF, seed >> 32)            (attrs `seed`, `offset`: i64 bits as u64)
 //   block(b)  = Philox4x32-10(counter (b & 0xFFFFFFFF, b >> 32, 0, 0), key)
 //   unit(w)   = (w + 0.5) * 2^-32

@@ -1,5 +1,5 @@
 // deepx-bench-cuda: the CUDA plugin's kernels against ceilings measured in the same run, on the
-// same device (PERFORMANCE.md): memory-bound ops against device-to-device copy bandwidth, and
+// same device (docs/performance-method.md): memory-bound ops against device-to-device copy bandwidth, and
 // matmul (cuBLAS path and the portable tiled GEMM) against cuBLAS called directly. Every
 // figure is the median of repeated, synchronised runs after a warm-up; each line prints the
 // ratio and the absolute numbers behind it.

@@ -248,7 +248,7 @@ class Registrar {
   int registered_ = 0;
 };
 
-/// The dtype groups of OPS.md.
+/// The dtype groups of docs/ops.md.
 inline const std::vector<DType>& float_types() {
   static const std::vector<DType> t{DType::F64, DType::F32, DType::F16, DType::BF16};
   return t;

@@ -1,5 +1,5 @@
 // Philox-4x32-10 and the element -> counter mapping of the random ops, identical to the
-// reference (reference-kernels/README.md, "Random ops"), so every GPU produces the reference's
+// reference (docs/ops.md, "Random ops"), so every GPU produces the reference's
 // streams bit for bit:
 //   key = (seed lo, seed hi); block(b) = Philox(counter = (b lo, b hi, 0, 0), key)
 //   uniform/dropout: element i uses word i % 4 of block offset + i / 4
