@@ -463,15 +463,38 @@ dx_status_t ViewTensor(const Tensor* base, const int64_t* shape, const int64_t* 
   return DX_OK;
 }
 
-dx_status_t TensorWrite(Tensor* tensor, const void* data, uint64_t size, const char* where) {
-  uint64_t elem = DtypeBytes(PackDtype(tensor->dl.dtype));
-  uint64_t want = static_cast<uint64_t>(Numel(tensor->dl)) * elem;
-  if (size != want) {
+namespace {
+
+/// The checks TensorWrite and TensorRead share: `size` must be the tensor's byte count
+/// (returned in *want, its element size in *elem) and `data` non-null unless that is 0.
+dx_status_t CheckTransfer(const Tensor* tensor, const void* data, uint64_t size, const char* where,
+                          uint64_t* elem, uint64_t* want) {
+  *elem = DtypeBytes(PackDtype(tensor->dl.dtype));
+  *want = static_cast<uint64_t>(Numel(tensor->dl)) * *elem;
+  if (size != *want) {
     return Failf(DX_INVALID_ARGUMENT, "%s: size %llu, the tensor holds %llu bytes", where,
-                 static_cast<unsigned long long>(size), static_cast<unsigned long long>(want));
+                 static_cast<unsigned long long>(size), static_cast<unsigned long long>(*want));
   }
+  if (*want != 0 && data == nullptr) return Failf(DX_INVALID_ARGUMENT, "%s: data is null", where);
+  return DX_OK;
+}
+
+/// The memory space a device tensor's bytes move through, or null (with the failure parked)
+/// for an import of a device no loaded plugin serves.
+const MemorySpace* TransferSpace(const Tensor* tensor, const char* where) {
+  const MemorySpace* space = tensor->storage->space;
+  if (space == nullptr) {
+    Failf(DX_UNSUPPORTED, "%s: the tensor is an import of a device no loaded plugin serves", where);
+  }
+  return space;
+}
+
+}  // namespace
+
+dx_status_t TensorWrite(Tensor* tensor, const void* data, uint64_t size, const char* where) {
+  uint64_t elem = 0, want = 0;
+  if (dx_status_t st = CheckTransfer(tensor, data, size, where, &elem, &want)) return st;
   if (want == 0) return DX_OK;
-  if (data == nullptr) return Failf(DX_INVALID_ARGUMENT, "%s: data is null", where);
   if (tensor->storage->read_only) {
     return Failf(DX_INVALID_ARGUMENT, "%s: the tensor is a read-only import", where);
   }
@@ -488,13 +511,10 @@ dx_status_t TensorWrite(Tensor* tensor, const void* data, uint64_t size, const c
     }
     return DX_OK;
   }
-  const Storage* s = tensor->storage;
-  if (s->space == nullptr) {
-    return Failf(DX_UNSUPPORTED,
-                 "%s: the tensor is an import of a device no loaded plugin serves", where);
-  }
+  const MemorySpace* space = TransferSpace(tensor, where);
+  if (space == nullptr) return DX_UNSUPPORTED;
   if (IsCompact(tensor->dl)) {
-    dx_error_t* e = s->space->desc.copy(s->space->desc.space_data, FirstByte(tensor->dl), data,
+    dx_error_t* e = space->desc.copy(space->desc.space_data, FirstByte(tensor->dl), data,
                                         want, DX_COPY_HOST_TO_DEVICE, nullptr);
     return e ? FailFromError(e, std::string(where) + ": ") : DX_OK;
   }
@@ -504,7 +524,7 @@ dx_status_t TensorWrite(Tensor* tensor, const void* data, uint64_t size, const c
   dx_error_t* e = nullptr;
   ForEachRun(tensor->dl, elem, [&](uint64_t off, uint64_t bytes) {
     if (e != nullptr) return;
-    e = s->space->desc.copy(s->space->desc.space_data, FirstByte(tensor->dl) + off, src, bytes,
+    e = space->desc.copy(space->desc.space_data, FirstByte(tensor->dl) + off, src, bytes,
                             DX_COPY_HOST_TO_DEVICE, nullptr);
     src += bytes;
   });
@@ -512,14 +532,9 @@ dx_status_t TensorWrite(Tensor* tensor, const void* data, uint64_t size, const c
 }
 
 dx_status_t TensorRead(const Tensor* tensor, void* data, uint64_t size, const char* where) {
-  uint64_t elem = DtypeBytes(PackDtype(tensor->dl.dtype));
-  uint64_t want = static_cast<uint64_t>(Numel(tensor->dl)) * elem;
-  if (size != want) {
-    return Failf(DX_INVALID_ARGUMENT, "%s: size %llu, the tensor holds %llu bytes", where,
-                 static_cast<unsigned long long>(size), static_cast<unsigned long long>(want));
-  }
+  uint64_t elem = 0, want = 0;
+  if (dx_status_t st = CheckTransfer(tensor, data, size, where, &elem, &want)) return st;
   if (want == 0) return DX_OK;
-  if (data == nullptr) return Failf(DX_INVALID_ARGUMENT, "%s: data is null", where);
   if (HostAccessible(tensor)) {
     char* dst = static_cast<char*>(data);
     const char* base = FirstByte(tensor->dl);
@@ -533,13 +548,10 @@ dx_status_t TensorRead(const Tensor* tensor, void* data, uint64_t size, const ch
     }
     return DX_OK;
   }
-  const Storage* s = tensor->storage;
-  if (s->space == nullptr) {
-    return Failf(DX_UNSUPPORTED,
-                 "%s: the tensor is an import of a device no loaded plugin serves", where);
-  }
+  const MemorySpace* space = TransferSpace(tensor, where);
+  if (space == nullptr) return DX_UNSUPPORTED;
   if (IsCompact(tensor->dl)) {
-    dx_error_t* e = s->space->desc.copy(s->space->desc.space_data, data, FirstByte(tensor->dl),
+    dx_error_t* e = space->desc.copy(space->desc.space_data, data, FirstByte(tensor->dl),
                                         want, DX_COPY_DEVICE_TO_HOST, nullptr);
     return e ? FailFromError(e, std::string(where) + ": ") : DX_OK;
   }
@@ -547,7 +559,7 @@ dx_status_t TensorRead(const Tensor* tensor, void* data, uint64_t size, const ch
   // between them does no harm and costs one transfer instead of one per run), then a gather.
   const uint64_t span = SpanBytes(tensor->dl, elem);
   std::vector<char> staging(span);
-  dx_error_t* e = s->space->desc.copy(s->space->desc.space_data, staging.data(),
+  dx_error_t* e = space->desc.copy(space->desc.space_data, staging.data(),
                                       FirstByte(tensor->dl), span, DX_COPY_DEVICE_TO_HOST,
                                       nullptr);
   if (e != nullptr) return FailFromError(e, std::string(where) + ": ");
