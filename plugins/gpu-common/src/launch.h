@@ -30,6 +30,15 @@ inline int reduce_splits(int64_t outputs, int64_t inner_count) {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({by_work, by_grid, 1024})));
 }
 
+/// Phase 2 of a split reduction for output o: its `splits` partials folded in order, then
+/// finished.
+template <class Fn>
+DXG_HD void finish_split(const Fn& fn, int64_t o, int splits, const typename Fn::Acc* partials) {
+  typename Fn::Acc acc = partials[o * splits];
+  for (int s = 1; s < splits; ++s) acc = fn.combine(acc, partials[o * splits + s]);
+  fn.finish(o, acc);
+}
+
 #if defined(DXG_HOST_EMULATION)
 // ---- grid emulation: the same phases, thread by thread, barrier by barrier -------------------
 
@@ -42,16 +51,22 @@ void launch_for_each(Exec&, const Fn& fn, int64_t n) {
   for (int64_t i = 0; i < n; ++i) fn(i);
 }
 
+/// One block's fold of output o: thread t folds elements first + t, first + t + step, ...,
+/// then the tree; returns the block's result.
+template <class Fn>
+typename Fn::Acc block_fold(const Fn& fn, std::vector<typename Fn::Acc>& shared, int64_t o,
+                            int first, int step) {
+  for (int t = 0; t < kReduceThreads; ++t) shared[t] = fn.partial(o, first + t, step);
+  for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
+    for (int t = 0; t < kReduceThreads; ++t) tree_step(shared.data(), t, stride, fn);
+  }
+  return shared[0];
+}
+
 template <class Fn>
 void launch_reduce(Exec&, const Fn& fn, int64_t outputs) {
   std::vector<typename Fn::Acc> shared(kReduceThreads);
-  for (int64_t o = 0; o < outputs; ++o) {
-    for (int t = 0; t < kReduceThreads; ++t) shared[t] = fn.partial(o, t, kReduceThreads);
-    for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
-      for (int t = 0; t < kReduceThreads; ++t) tree_step(shared.data(), t, stride, fn);
-    }
-    fn.finish(o, shared[0]);
-  }
+  for (int64_t o = 0; o < outputs; ++o) fn.finish(o, block_fold(fn, shared, o, 0, kReduceThreads));
 }
 
 template <class Fn>
@@ -61,21 +76,10 @@ void launch_reduce_split(Exec& exec, const Fn& fn, int64_t outputs, int64_t inne
   using Acc = typename Fn::Acc;
   std::vector<Acc> shared(kReduceThreads), partials(static_cast<size_t>(outputs * splits));
   for (int64_t b = 0; b < outputs * splits; ++b) {
-    const int64_t o = b / splits;
     const int s = static_cast<int>(b % splits);
-    for (int t = 0; t < kReduceThreads; ++t) {
-      shared[t] = fn.partial(o, s * kReduceThreads + t, splits * kReduceThreads);
-    }
-    for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
-      for (int t = 0; t < kReduceThreads; ++t) tree_step(shared.data(), t, stride, fn);
-    }
-    partials[b] = shared[0];
+    partials[b] = block_fold(fn, shared, b / splits, s * kReduceThreads, splits * kReduceThreads);
   }
-  for (int64_t o = 0; o < outputs; ++o) {
-    Acc acc = partials[o * splits];
-    for (int s = 1; s < splits; ++s) acc = fn.combine(acc, partials[o * splits + s]);
-    fn.finish(o, acc);
-  }
+  for (int64_t o = 0; o < outputs; ++o) finish_split(fn, o, splits, partials.data());
 }
 
 template <class T>
@@ -169,21 +173,30 @@ void launch_for_each(Exec& exec, const Fn& fn, int64_t n) {
   launch_for_each(exec.stream(), fn, n);
 }
 
+/// One block's fold of output o: thread t folds elements first + t, first + t + step, ...,
+/// then the tree over shared memory; every thread gets the block's result.
+template <class Fn>
+__device__ typename Fn::Acc block_fold(const Fn& fn, typename Fn::Acc* shared, int64_t o,
+                                       int first, int step) {
+  const int t = static_cast<int>(threadIdx.x);
+  shared[t] = fn.partial(o, first + t, step);
+  __syncthreads();
+  for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
+    tree_step(shared, t, stride, fn);
+    __syncthreads();
+  }
+  const typename Fn::Acc result = shared[0];
+  __syncthreads();  // shared is reused by the block's next output
+  return result;
+}
+
 /// One block per output element (grid-stride over outputs): partial folds, then the tree.
 template <class Fn>
 __global__ void reduce_kernel(Fn fn, int64_t outputs) {
-  using Acc = typename Fn::Acc;
-  __shared__ Acc shared[kReduceThreads];
-  const int t = static_cast<int>(threadIdx.x);
+  __shared__ typename Fn::Acc shared[kReduceThreads];
   for (int64_t o = blockIdx.x; o < outputs; o += gridDim.x) {
-    shared[t] = fn.partial(o, t, kReduceThreads);
-    __syncthreads();
-    for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
-      tree_step(shared, t, stride, fn);
-      __syncthreads();
-    }
-    if (t == 0) fn.finish(o, shared[0]);
-    __syncthreads();
+    const typename Fn::Acc result = block_fold(fn, shared, o, 0, kReduceThreads);
+    if (threadIdx.x == 0) fn.finish(o, result);
   }
 }
 
@@ -200,20 +213,12 @@ void launch_reduce(Exec& exec, const Fn& fn, int64_t outputs) {
 /// to partials[b].
 template <class Fn>
 __global__ void reduce_split_kernel(Fn fn, int64_t outputs, int splits, typename Fn::Acc* partials) {
-  using Acc = typename Fn::Acc;
-  __shared__ Acc shared[kReduceThreads];
-  const int t = static_cast<int>(threadIdx.x);
+  __shared__ typename Fn::Acc shared[kReduceThreads];
   for (int64_t b = blockIdx.x; b < outputs * splits; b += gridDim.x) {
-    const int64_t o = b / splits;
     const int s = static_cast<int>(b % splits);
-    shared[t] = fn.partial(o, s * kReduceThreads + t, splits * kReduceThreads);
-    __syncthreads();
-    for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
-      tree_step(shared, t, stride, fn);
-      __syncthreads();
-    }
-    if (t == 0) partials[b] = shared[0];
-    __syncthreads();
+    const typename Fn::Acc result =
+        block_fold(fn, shared, b / splits, s * kReduceThreads, splits * kReduceThreads);
+    if (threadIdx.x == 0) partials[b] = result;
   }
 }
 
@@ -223,9 +228,7 @@ __global__ void reduce_split_finish_kernel(Fn fn, int64_t outputs, int splits,
                                            const typename Fn::Acc* partials) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t o = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < outputs; o += step) {
-    typename Fn::Acc acc = partials[o * splits];
-    for (int s = 1; s < splits; ++s) acc = fn.combine(acc, partials[o * splits + s]);
-    fn.finish(o, acc);
+    finish_split(fn, o, splits, partials);
   }
 }
 
