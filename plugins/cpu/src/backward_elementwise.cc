@@ -10,7 +10,6 @@
 #include <cmath>
 #include <concepts>
 #include <numbers>
-#include <string_view>
 
 #include "fast_math.h"
 #include "grad.h"
@@ -360,41 +359,6 @@ dx_error_t* where_backward_kernel(const dx_kernel_call_t* call) noexcept {
   });
 }
 
-template <class T>
-dx_kernel_fn lookup(std::string_view op) {
-  if (op == "dx.add") return &binary_backward_kernel<T, AddD>;
-  if (op == "dx.sub") return &binary_backward_kernel<T, SubD>;
-  if (op == "dx.mul") return &binary_backward_kernel<T, MulD>;
-  if (op == "dx.div") return &binary_backward_kernel<T, DivD>;
-  if (op == "dx.pow") return &binary_backward_kernel<T, PowD>;
-  if (op == "dx.maximum") return &binary_backward_kernel<T, MaximumD>;
-  if (op == "dx.minimum") return &binary_backward_kernel<T, MinimumD>;
-  if (op == "dx.where") return &where_backward_kernel<T>;
-  if (op == "dx.neg") return &unary_backward_kernel<T, NegD>;
-  if (op == "dx.abs") return &unary_backward_kernel<T, AbsD>;
-  if (op == "dx.sign") return &unary_backward_kernel<T, SignD>;
-  if (op == "dx.exp") return &unary_backward_kernel<T, ExpD>;
-  if (op == "dx.expm1") return &unary_backward_kernel<T, ExpD>;
-  if (op == "dx.relu") return &unary_backward_kernel<T, ReluD>;
-  if (op == "dx.reciprocal") return &unary_backward_kernel<T, ReciprocalD>;
-  if (op == "dx.sqrt") return &unary_backward_kernel<T, SqrtD>;
-  if (op == "dx.rsqrt") return &unary_backward_kernel<T, RsqrtD>;
-  if (op == "dx.log") return &unary_backward_kernel<T, LogD>;
-  if (op == "dx.log1p") return &unary_backward_kernel<T, Log1pD>;
-  if (op == "dx.sin") return &unary_backward_kernel<T, SinD>;
-  if (op == "dx.cos") return &unary_backward_kernel<T, CosD>;
-  if (op == "dx.tan") return &unary_backward_kernel<T, TanD>;
-  if (op == "dx.tanh") return &unary_backward_kernel<T, TanhD>;
-  if (op == "dx.erf") return &unary_backward_kernel<T, ErfD>;
-  if (op == "dx.sigmoid") return &unary_backward_kernel<T, SigmoidD>;
-  if (op == "dx.silu") return &unary_backward_kernel<T, SiluD>;
-  if (op == "dx.gelu") return &gelu_backward_kernel<T>;
-  if (op == "dx.clamp") return &clamp_backward_kernel<T>;
-  if (op == "dx.copy") return &cast_backward_kernel<T, T>;
-  if (op == "dx.transpose") return &transpose_backward_kernel<T>;
-  return nullptr;
-}
-
 template <class From>
 dx_kernel_fn cast_from(DLDataType to) {
   if (same_dtype(to, dtype_of<double>())) return &cast_backward_kernel<From, double>;
@@ -406,13 +370,56 @@ dx_kernel_fn cast_from(DLDataType to) {
 
 }  // namespace
 
-dx_kernel_fn elementwise_backward(const char* op, DLDataType t) {
-  if (same_dtype(t, dtype_of<double>())) return lookup<double>(op);
-  if (same_dtype(t, dtype_of<float>())) return lookup<float>(op);
-  if (same_dtype(t, dtype_of<Half>())) return lookup<Half>(op);
-  if (same_dtype(t, dtype_of<BFloat16>())) return lookup<BFloat16>(op);
-  return nullptr;
+template <class T>
+ElementwiseBackward elementwise_backward() {
+  if constexpr (!is_float_v<T>) {
+    return {};
+  } else {
+    return {
+        .add = &binary_backward_kernel<T, AddD>,
+        .sub = &binary_backward_kernel<T, SubD>,
+        .mul = &binary_backward_kernel<T, MulD>,
+        .div = &binary_backward_kernel<T, DivD>,
+        .pow = &binary_backward_kernel<T, PowD>,
+        .maximum = &binary_backward_kernel<T, MaximumD>,
+        .minimum = &binary_backward_kernel<T, MinimumD>,
+        .where = &where_backward_kernel<T>,
+        .neg = &unary_backward_kernel<T, NegD>,
+        .abs = &unary_backward_kernel<T, AbsD>,
+        .sign = &unary_backward_kernel<T, SignD>,
+        .exp = &unary_backward_kernel<T, ExpD>,
+        .expm1 = &unary_backward_kernel<T, ExpD>,
+        .relu = &unary_backward_kernel<T, ReluD>,
+        .reciprocal = &unary_backward_kernel<T, ReciprocalD>,
+        .sqrt = &unary_backward_kernel<T, SqrtD>,
+        .rsqrt = &unary_backward_kernel<T, RsqrtD>,
+        .log = &unary_backward_kernel<T, LogD>,
+        .log1p = &unary_backward_kernel<T, Log1pD>,
+        .sin = &unary_backward_kernel<T, SinD>,
+        .cos = &unary_backward_kernel<T, CosD>,
+        .tan = &unary_backward_kernel<T, TanD>,
+        .tanh = &unary_backward_kernel<T, TanhD>,
+        .erf = &unary_backward_kernel<T, ErfD>,
+        .sigmoid = &unary_backward_kernel<T, SigmoidD>,
+        .silu = &unary_backward_kernel<T, SiluD>,
+        .gelu = &gelu_backward_kernel<T>,
+        .clamp = &clamp_backward_kernel<T>,
+        .copy = &cast_backward_kernel<T, T>,
+        .transpose = &transpose_backward_kernel<T>,
+    };
+  }
 }
+
+template ElementwiseBackward elementwise_backward<double>();
+template ElementwiseBackward elementwise_backward<float>();
+template ElementwiseBackward elementwise_backward<Half>();
+template ElementwiseBackward elementwise_backward<BFloat16>();
+template ElementwiseBackward elementwise_backward<int64_t>();
+template ElementwiseBackward elementwise_backward<int32_t>();
+template ElementwiseBackward elementwise_backward<int16_t>();
+template ElementwiseBackward elementwise_backward<int8_t>();
+template ElementwiseBackward elementwise_backward<uint8_t>();
+template ElementwiseBackward elementwise_backward<Bool>();
 
 dx_kernel_fn cast_backward(DLDataType from, DLDataType to) {
   if (same_dtype(from, dtype_of<double>())) return cast_from<double>(to);

@@ -340,34 +340,29 @@ constexpr dx_kernel_flags_t kElementwiseFlags =
 template <class T>
 void add_arithmetic(Registrar& r) {
   constexpr DLDataType t = dtype_of<T>();
-  r.add("dx.add", 2, 1, {t, t, t}, &binary_kernel<T, AddOp>, kElementwiseFlags,
-        elementwise_backward("dx.add", t));
-  r.add("dx.sub", 2, 1, {t, t, t}, &binary_kernel<T, SubOp>, kElementwiseFlags,
-        elementwise_backward("dx.sub", t));
-  r.add("dx.mul", 2, 1, {t, t, t}, &binary_kernel<T, MulOp>, kElementwiseFlags,
-        elementwise_backward("dx.mul", t));
-  r.add("dx.div", 2, 1, {t, t, t}, &binary_kernel<T, DivOp>, kElementwiseFlags,
-        elementwise_backward("dx.div", t));
-  r.add("dx.neg", 1, 1, {t, t}, &unary_kernel<T, NegOp>, kElementwiseFlags,
-        elementwise_backward("dx.neg", t));
+  const ElementwiseBackward g = elementwise_backward<T>();
+  r.add("dx.add", 2, 1, {t, t, t}, &binary_kernel<T, AddOp>, kElementwiseFlags, g.add);
+  r.add("dx.sub", 2, 1, {t, t, t}, &binary_kernel<T, SubOp>, kElementwiseFlags, g.sub);
+  r.add("dx.mul", 2, 1, {t, t, t}, &binary_kernel<T, MulOp>, kElementwiseFlags, g.mul);
+  r.add("dx.div", 2, 1, {t, t, t}, &binary_kernel<T, DivOp>, kElementwiseFlags, g.div);
+  r.add("dx.neg", 1, 1, {t, t}, &unary_kernel<T, NegOp>, kElementwiseFlags, g.neg);
 }
 
 template <class T>
 void add_float_unary(Registrar& r) {
   constexpr DLDataType t = dtype_of<T>();
-  r.add("dx.exp", 1, 1, {t, t}, &unary_kernel<T, ExpOp>, kElementwiseFlags,
-        elementwise_backward("dx.exp", t));
-  r.add("dx.relu", 1, 1, {t, t}, &unary_kernel<T, ReluOp>, kElementwiseFlags,
-        elementwise_backward("dx.relu", t));
+  const ElementwiseBackward g = elementwise_backward<T>();
+  r.add("dx.exp", 1, 1, {t, t}, &unary_kernel<T, ExpOp>, kElementwiseFlags, g.exp);
+  r.add("dx.relu", 1, 1, {t, t}, &unary_kernel<T, ReluOp>, kElementwiseFlags, g.relu);
 }
 
 template <class T>
 void add_data_movement(Registrar& r) {
   constexpr DLDataType t = dtype_of<T>();
-  r.add("dx.copy", 1, 1, {t, t}, &copy_kernel<T>, kElementwiseFlags,
-        elementwise_backward("dx.copy", t));
+  const ElementwiseBackward g = elementwise_backward<T>();
+  r.add("dx.copy", 1, 1, {t, t}, &copy_kernel<T>, kElementwiseFlags, g.copy);
   r.add("dx.transpose", 1, 1, {t, t}, &transpose_kernel<T>, DX_KERNEL_FLAG_DETERMINISTIC,
-        elementwise_backward("dx.transpose", t));
+        g.transpose);
   r.add("dx.fill", 0, 1, {t}, &fill_kernel<T>, DX_KERNEL_FLAG_DETERMINISTIC);
 }
 

@@ -62,11 +62,20 @@ std::optional<double> clamp_float_bound(const dx_kernel_call_t* call, int slot, 
 /// dx.transpose's `perm` for a rank-`rank` tensor (unset = reversed), validated.
 void transpose_perm(const dx_kernel_call_t* call, int rank, int64_t* perm);
 
-// ---- backward kernels, looked up at registration ----------------------------------------------
+// ---- backward kernels of elementwise.cc and math.cc (backward_elementwise.cc) ------------------
 
-/// The backward kernel of elementwise / movement op `op` with every operand of F dtype `t`
-/// (where: the value dtype), or null (integer/bool dtypes, ops without a gradient).
-dx_kernel_fn elementwise_backward(const char* op, DLDataType t);
+/// The backward kernels of the elementwise ops whose operands are of dtype T (dx.where: its value
+/// dtype), one member per op, passed as the `backward` argument where each forward kernel is
+/// registered. Every member is null for integer and bool T, which have no gradient.
+struct ElementwiseBackward {
+  dx_kernel_fn add, sub, mul, div, pow, maximum, minimum, where;
+  dx_kernel_fn neg, abs, sign, exp, expm1, relu, reciprocal, sqrt, rsqrt, log, log1p;
+  dx_kernel_fn sin, cos, tan, tanh, erf, sigmoid, silu, gelu, clamp;
+  dx_kernel_fn copy, transpose;
+};
+/// Instantiated for the ten dtypes of the op set (f64 ... bool).
+template <class T>
+ElementwiseBackward elementwise_backward();
 /// The backward kernel of dx.cast from -> to (both F), or null.
 dx_kernel_fn cast_backward(DLDataType from, DLDataType to);
 

@@ -631,55 +631,37 @@ constexpr dx_kernel_flags_t kDeterministic = DX_KERNEL_FLAG_DETERMINISTIC;
 template <class T>
 void add_float_math(Registrar& r) {
   constexpr DLDataType t = dtype_of<T>();
-  r.add("dx.reciprocal", 1, 1, {t, t}, &float_unary_kernel<T, Reciprocal>, kInPlace,
-        elementwise_backward("dx.reciprocal", t));
-  r.add("dx.sqrt", 1, 1, {t, t}, &float_unary_kernel<T, Sqrt>, kInPlace,
-        elementwise_backward("dx.sqrt", t));
-  r.add("dx.rsqrt", 1, 1, {t, t}, &float_unary_kernel<T, Rsqrt>, kInPlace,
-        elementwise_backward("dx.rsqrt", t));
-  r.add("dx.expm1", 1, 1, {t, t}, &float_unary_kernel<T, Expm1>, kInPlace,
-        elementwise_backward("dx.expm1", t));
-  r.add("dx.log", 1, 1, {t, t}, &float_unary_kernel<T, Log>, kInPlace,
-        elementwise_backward("dx.log", t));
-  r.add("dx.log1p", 1, 1, {t, t}, &float_unary_kernel<T, Log1p>, kInPlace,
-        elementwise_backward("dx.log1p", t));
-  r.add("dx.sin", 1, 1, {t, t}, &float_unary_kernel<T, Sin>, kInPlace,
-        elementwise_backward("dx.sin", t));
-  r.add("dx.cos", 1, 1, {t, t}, &float_unary_kernel<T, Cos>, kInPlace,
-        elementwise_backward("dx.cos", t));
-  r.add("dx.tan", 1, 1, {t, t}, &float_unary_kernel<T, Tan>, kInPlace,
-        elementwise_backward("dx.tan", t));
-  r.add("dx.tanh", 1, 1, {t, t}, &float_unary_kernel<T, Tanh>, kInPlace,
-        elementwise_backward("dx.tanh", t));
-  r.add("dx.erf", 1, 1, {t, t}, &float_unary_kernel<T, Erf>, kInPlace,
-        elementwise_backward("dx.erf", t));
-  r.add("dx.sigmoid", 1, 1, {t, t}, &float_unary_kernel<T, Sigmoid>, kInPlace,
-        elementwise_backward("dx.sigmoid", t));
-  r.add("dx.silu", 1, 1, {t, t}, &float_unary_kernel<T, Silu>, kInPlace,
-        elementwise_backward("dx.silu", t));
-  r.add("dx.gelu", 1, 1, {t, t}, &gelu_kernel<T>, kInPlace,
-        elementwise_backward("dx.gelu", t));
+  const ElementwiseBackward g = elementwise_backward<T>();
+  r.add("dx.reciprocal", 1, 1, {t, t}, &float_unary_kernel<T, Reciprocal>, kInPlace, g.reciprocal);
+  r.add("dx.sqrt", 1, 1, {t, t}, &float_unary_kernel<T, Sqrt>, kInPlace, g.sqrt);
+  r.add("dx.rsqrt", 1, 1, {t, t}, &float_unary_kernel<T, Rsqrt>, kInPlace, g.rsqrt);
+  r.add("dx.expm1", 1, 1, {t, t}, &float_unary_kernel<T, Expm1>, kInPlace, g.expm1);
+  r.add("dx.log", 1, 1, {t, t}, &float_unary_kernel<T, Log>, kInPlace, g.log);
+  r.add("dx.log1p", 1, 1, {t, t}, &float_unary_kernel<T, Log1p>, kInPlace, g.log1p);
+  r.add("dx.sin", 1, 1, {t, t}, &float_unary_kernel<T, Sin>, kInPlace, g.sin);
+  r.add("dx.cos", 1, 1, {t, t}, &float_unary_kernel<T, Cos>, kInPlace, g.cos);
+  r.add("dx.tan", 1, 1, {t, t}, &float_unary_kernel<T, Tan>, kInPlace, g.tan);
+  r.add("dx.tanh", 1, 1, {t, t}, &float_unary_kernel<T, Tanh>, kInPlace, g.tanh);
+  r.add("dx.erf", 1, 1, {t, t}, &float_unary_kernel<T, Erf>, kInPlace, g.erf);
+  r.add("dx.sigmoid", 1, 1, {t, t}, &float_unary_kernel<T, Sigmoid>, kInPlace, g.sigmoid);
+  r.add("dx.silu", 1, 1, {t, t}, &float_unary_kernel<T, Silu>, kInPlace, g.silu);
+  r.add("dx.gelu", 1, 1, {t, t}, &gelu_kernel<T>, kInPlace, g.gelu);
   r.add("dx.floor", 1, 1, {t, t}, &float_unary_kernel<T, Floor>, kInPlace);
   r.add("dx.ceil", 1, 1, {t, t}, &float_unary_kernel<T, Ceil>, kInPlace);
   r.add("dx.round", 1, 1, {t, t}, &float_unary_kernel<T, Round>, kInPlace);
-  r.add("dx.pow", 2, 1, {t, t, t}, &pow_kernel<T>, kInPlace,
-        elementwise_backward("dx.pow", t));
+  r.add("dx.pow", 2, 1, {t, t, t}, &pow_kernel<T>, kInPlace, g.pow);
 }
 
 /// Ops on F and I.
 template <class T>
 void add_numeric(Registrar& r) {
   constexpr DLDataType t = dtype_of<T>();
-  r.add("dx.abs", 1, 1, {t, t}, &abs_kernel<T>, kInPlace,
-        elementwise_backward("dx.abs", t));
-  r.add("dx.sign", 1, 1, {t, t}, &sign_kernel<T>, kInPlace,
-        elementwise_backward("dx.sign", t));
-  r.add("dx.clamp", 1, 1, {t, t}, &clamp_kernel<T>, kInPlace,
-        elementwise_backward("dx.clamp", t));
-  r.add("dx.maximum", 2, 1, {t, t, t}, &extremum_kernel<T, true>, kInPlace,
-        elementwise_backward("dx.maximum", t));
-  r.add("dx.minimum", 2, 1, {t, t, t}, &extremum_kernel<T, false>, kInPlace,
-        elementwise_backward("dx.minimum", t));
+  const ElementwiseBackward g = elementwise_backward<T>();
+  r.add("dx.abs", 1, 1, {t, t}, &abs_kernel<T>, kInPlace, g.abs);
+  r.add("dx.sign", 1, 1, {t, t}, &sign_kernel<T>, kInPlace, g.sign);
+  r.add("dx.clamp", 1, 1, {t, t}, &clamp_kernel<T>, kInPlace, g.clamp);
+  r.add("dx.maximum", 2, 1, {t, t, t}, &extremum_kernel<T, true>, kInPlace, g.maximum);
+  r.add("dx.minimum", 2, 1, {t, t, t}, &extremum_kernel<T, false>, kInPlace, g.minimum);
 }
 
 template <class From, class To>
@@ -707,6 +689,7 @@ void add_casts_from(Registrar& r) {
 template <class T>
 void add_any(Registrar& r) {
   constexpr DLDataType t = dtype_of<T>();
+  const ElementwiseBackward g = elementwise_backward<T>();
   constexpr DLDataType b = dtype_of<Bool>();
   r.add("dx.eq", 2, 1, {t, t, b}, &compare_kernel<T, Cmp::Eq>, kDeterministic);
   r.add("dx.ne", 2, 1, {t, t, b}, &compare_kernel<T, Cmp::Ne>, kDeterministic);
@@ -714,8 +697,7 @@ void add_any(Registrar& r) {
   r.add("dx.le", 2, 1, {t, t, b}, &compare_kernel<T, Cmp::Le>, kDeterministic);
   r.add("dx.gt", 2, 1, {t, t, b}, &compare_kernel<T, Cmp::Gt>, kDeterministic);
   r.add("dx.ge", 2, 1, {t, t, b}, &compare_kernel<T, Cmp::Ge>, kDeterministic);
-  r.add("dx.where", 3, 1, {b, t, t, t}, &where_kernel<T>, kInPlace,
-        elementwise_backward("dx.where", t));
+  r.add("dx.where", 3, 1, {b, t, t, t}, &where_kernel<T>, kInPlace, g.where);
   add_casts_from<T>(r);
 }
 
