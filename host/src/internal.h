@@ -1,6 +1,8 @@
-// Internal types of the host runtime. Nothing here crosses the ABI: the entry points (api.cc,
-// tensor.cc, dispatch.cc, safetensors.cc) resolve the handles of deepx/host.h into these types
-// (handles.h) and turn their statuses into error objects (Guard()).
+// Internal types and functions of the host runtime, shared by its source files. Nothing here
+// crosses the ABI: the exported functions (api.cc, tensor.cc, safetensors.cc, errors.cc,
+// dtype_names.cc, services.cc) and the bodies they call (dispatch.cc, loader.cc, certificate.cc)
+// resolve the handles of deepx/host.h into these types (handles.h) and turn their statuses into
+// error objects (Guard()). Each section names the file that defines what it declares.
 #ifndef DEEPX_HOST_SRC_INTERNAL_H_
 #define DEEPX_HOST_SRC_INTERNAL_H_
 
@@ -33,7 +35,7 @@ struct dx_error {
 
 namespace deepx::host {
 
-// ---- errors ----------------------------------------------------------------------------------
+// ---- errors (errors.cc) ----------------------------------------------------------------------
 
 // Inside one entry point, failures travel as a dx_status_t code with the message parked in a
 // thread-local slot; Guard() turns the two into the error object the entry point returns. The
@@ -52,14 +54,15 @@ void ClearPendingMessage();
 dx_status_t FailFromError(dx_error_t* error, std::string_view prefix);
 // The error object for `code` and the parked message (null for DX_OK); clears the slot.
 dx_error_t* TakeError(dx_status_t code) noexcept;
-// Sends a log message to the runtime's callback, or to stderr (DEEPX_LOG_LEVEL threshold) when
-// it has none or `core` is null. `source` is "host" or a plugin's name.
-void LogTo(const struct Core* core, int32_t level, const char* source, const std::string& message);
-// The services table every plugin receives.
-const dx_host_t* HostServices();
-// Creates an error object (used by the host itself for errors returned to plugins).
+// Creates an error object (used by the host itself for errors returned to plugins). Never null:
+// when memory runs out it returns a static out-of-memory error that DestroyError() ignores.
 dx_error_t* MakeError(dx_status_t code, std::string message);
+// The services' error slots (services.cc): create (null message: ""), destroy (null: no-op),
+// code (null: DX_OK), message (null: "").
+dx_error_t* ErrorCreate(dx_status_t code, const char* message);
 void DestroyError(dx_error_t* error);
+dx_status_t ErrorCode(const dx_error_t* error);
+const char* ErrorMessage(const dx_error_t* error);
 
 // Runs an entry point's `body` (which returns a dx_status_t), converts any C++ exception into
 // a status, and returns the error object the client API hands out: nothing escapes an entry
@@ -80,7 +83,19 @@ dx_error_t* Guard(Body&& body) noexcept {
   return TakeError(code);
 }
 
-// ---- dtypes ------------------------------------------------------------------------------------
+// ---- host services and logging (services.cc) ------------------------------------------------
+
+// The services table every plugin receives.
+const dx_host_t* HostServices();
+// Sends a log message to the runtime's callback, or to stderr (DEEPX_LOG_LEVEL threshold) when
+// it has none or `core` is null. `source` is "host" or a plugin's name.
+void LogTo(const struct Core* core, int32_t level, const char* source, const std::string& message);
+// The services' registration slots (loader.cc): they stage what a plugin registers during init.
+dx_error_t* RegisterKernel(dx_host_context_t* context, const dx_kernel_desc_t* desc);
+dx_error_t* RegisterMemorySpace(dx_host_context_t* context, const dx_memory_space_desc_t* desc);
+dx_error_t* RegisterTransport(dx_host_context_t* context, const dx_transport_desc_t* desc);
+
+// ---- dtypes (inline here; names in dtype_names.cc) ---------------------------------------------
 
 inline dx_dtype_t PackDtype(DLDataType t) {
   return DX_DTYPE(t.code, t.bits, t.lanes);
@@ -105,7 +120,8 @@ bool IsKnownDtype(dx_dtype_t d);
 std::string DtypeName(dx_dtype_t d);
 inline uint64_t DtypeBytes(dx_dtype_t d) { return (((d >> 8) & 0xFFu) + 7u) / 8u * (d >> 16); }
 
-// ---- registries --------------------------------------------------------------------------------
+// ---- registries, runtime, tensors, attributes ---------------------------------------------------
+// (Core's members are defined in loader.cc; Storage::Release and AttrView in tensor.cc.)
 
 struct Plugin;
 
@@ -312,7 +328,7 @@ struct Attrs {
   std::vector<dx_attr_t> cache;
 };
 
-// ---- handles ---------------------------------------------------------------------------------
+// ---- handles (the tables in handles.cc; FailHandle in errors.cc) -----------------------------
 
 template <class T> constexpr HandleKind KindOf();
 template <> constexpr HandleKind KindOf<Runtime>() { return HandleKind::kRuntime; }
