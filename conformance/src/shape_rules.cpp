@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 namespace deepx::conformance {
@@ -20,61 +21,19 @@ const char* op_class_name(OpClass c) {
 }
 
 const std::vector<OpRule>& op_rules() {
-  using C = OpClass;
-  constexpr bool kGrad = true;
+  // The rows come from abi/ops.json through the generated op_table.hpp.
   static const std::vector<OpRule> rules = {
-      {"dx.add", 2, C::BasicArith, 1, kGrad},       {"dx.sub", 2, C::BasicArith, 1, kGrad},
-      {"dx.mul", 2, C::BasicArith, 1, kGrad},       {"dx.div", 2, C::BasicArith, 1, kGrad},
-      {"dx.neg", 1, C::ExactArith, 1, kGrad},       {"dx.relu", 1, C::ExactArith, 1, kGrad},
-      {"dx.exp", 1, C::Transcendental, 1, kGrad},   {"dx.sum", 1, C::Accumulating, 1, kGrad},
-      {"dx.max", 1, C::ExactArith, 1, kGrad},       {"dx.matmul", 2, C::Accumulating, 1, kGrad},
-      {"dx.softmax", 1, C::Normalising, 1, kGrad},  {"dx.transpose", 1, C::Movement, 1, kGrad},
-      {"dx.copy", 1, C::Movement, 1, kGrad},        {"dx.fill", 0, C::Movement},
-      // Exact elementwise results (an input, its magnitude, an integer value, a bool).
-      {"dx.abs", 1, C::ExactArith, 1, kGrad},       {"dx.sign", 1, C::ExactArith, 1, kGrad},
-      {"dx.floor", 1, C::ExactArith},               {"dx.ceil", 1, C::ExactArith},
-      {"dx.round", 1, C::ExactArith},               {"dx.clamp", 1, C::ExactArith, 1, kGrad},
-      {"dx.maximum", 2, C::ExactArith, 1, kGrad},   {"dx.minimum", 2, C::ExactArith, 1, kGrad},
-      {"dx.eq", 2, C::ExactArith},                  {"dx.ne", 2, C::ExactArith},
-      {"dx.lt", 2, C::ExactArith},                  {"dx.le", 2, C::ExactArith},
-      {"dx.gt", 2, C::ExactArith},                  {"dx.ge", 2, C::ExactArith},
-      {"dx.logical_and", 2, C::ExactArith},         {"dx.logical_or", 2, C::ExactArith},
-      {"dx.logical_xor", 2, C::ExactArith},         {"dx.logical_not", 1, C::ExactArith},
-      {"dx.bitwise_not", 1, C::ExactArith},         {"dx.where", 3, C::Movement, 1, kGrad},
-      {"dx.cast", 1, C::Movement, 1, kGrad},
-      // One IEEE operation per element: correctly rounded.
-      {"dx.reciprocal", 1, C::BasicArith, 1, kGrad}, {"dx.sqrt", 1, C::BasicArith, 1, kGrad},
-      // libm functions: the f64 reference rounded once.
-      {"dx.rsqrt", 1, C::Transcendental, 1, kGrad}, {"dx.expm1", 1, C::Transcendental, 1, kGrad},
-      {"dx.log", 1, C::Transcendental, 1, kGrad},   {"dx.log1p", 1, C::Transcendental, 1, kGrad},
-      {"dx.sin", 1, C::Transcendental, 1, kGrad},   {"dx.cos", 1, C::Transcendental, 1, kGrad},
-      {"dx.tan", 1, C::Transcendental, 1, kGrad},   {"dx.tanh", 1, C::Transcendental, 1, kGrad},
-      {"dx.erf", 1, C::Transcendental, 1, kGrad},   {"dx.sigmoid", 1, C::Transcendental, 1, kGrad},
-      {"dx.silu", 1, C::Transcendental, 1, kGrad},  {"dx.gelu", 1, C::Transcendental, 1, kGrad},
-      {"dx.pow", 2, C::Transcendental, 1, kGrad},
-      // Reductions.
-      {"dx.min", 1, C::ExactArith, 1, kGrad},       {"dx.argmax", 1, C::ExactArith},
-      {"dx.argmin", 1, C::ExactArith},              {"dx.mean", 1, C::Accumulating, 1, kGrad},
-      {"dx.prod", 1, C::Accumulating, 1, kGrad},
-      // Linear algebra and neural-network ops.
-      {"dx.linear", 3, C::Accumulating, 1, kGrad},  {"dx.conv2d", 3, C::Accumulating, 1, kGrad},
-      {"dx.avg_pool2d", 1, C::Accumulating, 1, kGrad}, {"dx.max_pool2d", 1, C::ExactArith, 1, kGrad},
-      {"dx.log_softmax", 1, C::Normalising, 1, kGrad}, {"dx.layer_norm", 3, C::Normalising, 3, kGrad},
-      {"dx.rms_norm", 2, C::Normalising, 1, kGrad}, {"dx.batch_norm", 5, C::Normalising, 1, kGrad},
-      {"dx.cross_entropy", 2, C::Normalising, 1, kGrad},
-      {"dx.scaled_dot_product_attention", 4, C::Normalising, 1, kGrad},
-      {"dx.embedding", 2, C::Movement, 1, kGrad},
-      // Shape and data movement.
-      {"dx.reshape", 1, C::Movement, 1, kGrad},     {"dx.broadcast_to", 1, C::Movement, 1, kGrad},
-      {"dx.concat", -1, C::Movement, 1, kGrad},     {"dx.split", 1, C::Movement, -1, kGrad},
-      {"dx.slice", 1, C::Movement, 1, kGrad},       {"dx.index_select", 2, C::Movement, 1, kGrad},
-      {"dx.gather", 2, C::Movement, 1, kGrad},      {"dx.scatter_add", 3, C::Accumulating, 1, kGrad},
-      {"dx.pad", 1, C::Movement, 1, kGrad},         {"dx.tile", 1, C::Movement, 1, kGrad},
-      // Creation and random: arange is start + i * step in f64, rounded once.
-      {"dx.arange", 0, C::BasicArith},              {"dx.uniform", 0, C::Random},
-      {"dx.normal", 0, C::Random},                  {"dx.dropout", 1, C::Random, 2, kGrad},
+#define DEEPX_OP_RULE_(op_name, nin, nout, attr_list, op_class, grad, shape_rule, dtype_rule, index, bools) \
+  OpRule{op_name, nin, op_class, nout, grad, attr_list, shape_rule, dtype_rule, index, bools},
+      DEEPX_CONFORMANCE_OP_TABLE(DEEPX_OP_RULE_)
+#undef DEEPX_OP_RULE_
   };
   return rules;
+}
+
+const char* shape_rule_name(ShapeRule rule) {
+  const auto i = static_cast<size_t>(rule);
+  return i < std::size(kShapeRuleNames) ? kShapeRuleNames[i] : "?";
 }
 
 const OpRule* find_op_rule(const std::string& op) {
@@ -106,23 +65,18 @@ DType cast_target(DType from) {
 }
 
 namespace {
-bool is_comparison(const std::string& op) {
-  return op == "dx.eq" || op == "dx.ne" || op == "dx.lt" || op == "dx.le" || op == "dx.gt" || op == "dx.ge";
-}
-bool is_reduction(const std::string& op) {
-  return op == "dx.sum" || op == "dx.max" || op == "dx.min" || op == "dx.mean" || op == "dx.prod";
-}
-bool is_arg_reduction(const std::string& op) { return op == "dx.argmax" || op == "dx.argmin"; }
-
-// The output dtype of `op` for inputs keyed by `dtype`.
-DType output_dtype(const std::string& op, DType dtype) {
+// The output dtype of an op of `rule` for inputs keyed by `dtype` (abi/ops.json "dtype_rules").
+DType output_dtype(const OpRule& rule, DType dtype) {
   const bool integral = is_integer(dtype) || dtype == DType::Bool;
-  if (is_comparison(op)) return DType::Bool;
-  if (is_arg_reduction(op)) return DType::I64;
-  if ((op == "dx.sum" || op == "dx.prod") && integral) return DType::I64;
-  if (op == "dx.mean" && integral) return DType::F64;
-  if (op == "dx.matmul" && dtype == DType::I8) return DType::I32;
-  if (op == "dx.cast") return cast_target(dtype);
+  switch (rule.dtype) {
+    case DtypeRule::kSame: return dtype;
+    case DtypeRule::kToBool: return DType::Bool;
+    case DtypeRule::kToI64: return DType::I64;
+    case DtypeRule::kIntToI64: return integral ? DType::I64 : dtype;
+    case DtypeRule::kIntToF64: return integral ? DType::F64 : dtype;
+    case DtypeRule::kMatmul: return dtype == DType::I8 ? DType::I32 : dtype;
+    case DtypeRule::kCast: return cast_target(dtype);
+  }
   return dtype;
 }
 }  // namespace
@@ -142,12 +96,12 @@ Signature default_signature(const std::string& op, DType key, int outputs) {
   if (!rule) return s;
   const int n_in = rule->inputs < 0 ? 1 : rule->inputs;
   s.inputs.assign(static_cast<size_t>(n_in), key);
-  if (op == "dx.embedding" || op == "dx.index_select" || op == "dx.gather" || op == "dx.cross_entropy" ||
-      op == "dx.scatter_add")
-    s.inputs[1] = DType::I64;
+  for (size_t i = 0; i < s.inputs.size(); ++i)
+    if (rule->index_inputs & (1u << i)) s.inputs[i] = DType::I64;
   const int n_out = rule->outputs < 0 ? std::max(outputs, 1) : rule->outputs;
-  s.outputs.assign(static_cast<size_t>(n_out), output_dtype(op, key));
-  if (op == "dx.dropout") s.outputs[1] = DType::Bool;
+  s.outputs.assign(static_cast<size_t>(n_out), output_dtype(*rule, key));
+  for (size_t i = 0; i < s.outputs.size(); ++i)
+    if (rule->bool_outputs & (1u << i)) s.outputs[i] = DType::Bool;
   return s;
 }
 
@@ -334,107 +288,6 @@ double clamp_to_double(long double v) {
 
 }  // namespace
 
-ShapeResult output_spec(const std::string& op, const std::vector<Shape>& shapes, DType dtype,
-                        const std::vector<Attr>& attrs) {
-  ShapeResult r;
-  const OpRule* rule = find_op_rule(op);
-  if (!rule) {
-    r.error = "no shape rule for " + op;
-    return r;
-  }
-  if (op == "dx.fill") {
-    r.output = OutputSpec{shapes.at(0), dtype};
-  } else if (rule->inputs == 2 && op != "dx.matmul") {
-    auto b = broadcast_shapes(shapes.at(0), shapes.at(1));
-    if (!b) r.error = "shapes " + format_shape(shapes[0]) + " and " + format_shape(shapes[1]) + " do not broadcast";
-    else r.output = OutputSpec{*b, output_dtype(op, dtype)};
-  } else if (op == "dx.where") {
-    auto ab = broadcast_shapes(shapes.at(0), shapes.at(1));
-    auto abc = ab ? broadcast_shapes(*ab, shapes.at(2)) : std::nullopt;
-    if (!abc) r.error = "the shapes of dx.where do not broadcast";
-    else r.output = OutputSpec{*abc, dtype};
-  } else if (is_arg_reduction(op)) {
-    const Shape& in = shapes.at(0);
-    const int64_t rank = static_cast<int64_t>(in.size());
-    const Attr* a = find_attr(attrs, "axis");
-    const bool keep = attr_bool(attrs, "keepdims");
-    Shape out;
-    int64_t reduced = numel(in);
-    if (!a) {
-      if (keep) out.assign(in.size(), 1);
-    } else {
-      const int64_t limit = rank == 0 ? 1 : rank;
-      const int64_t axis = a->value.i64 < 0 ? a->value.i64 + limit : a->value.i64;
-      if (a->value.kind != AttrValue::Kind::I64 || axis < 0 || axis >= limit) {
-        r.output = OutputSpec{Shape{}, DType::I64};  // reaches the kernel, which refuses it
-        r.error = "axis out of range";
-        return r;
-      }
-      if (rank > 0) reduced = in[static_cast<size_t>(axis)];
-      for (int64_t i = 0; i < rank; ++i) {
-        if (i != axis) out.push_back(in[static_cast<size_t>(i)]);
-        else if (keep) out.push_back(1);
-      }
-    }
-    r.output = OutputSpec{out, DType::I64};
-    if (reduced == 0) r.error = "argmax/argmin of an empty set";  // still has a shape
-  } else if (is_reduction(op)) {
-    auto axes = reduce_axes(shapes.at(0), attrs, r.error);
-    if (axes) {
-      const bool keep = attr_bool(attrs, "keepdims");
-      Shape out;
-      for (int i = 0; i < static_cast<int>(shapes[0].size()); ++i) {
-        bool reduced = std::find(axes->begin(), axes->end(), i) != axes->end();
-        if (!reduced) out.push_back(shapes[0][i]);
-        else if (keep) out.push_back(1);
-      }
-      r.output = OutputSpec{out, output_dtype(op, dtype)};
-      if (op == "dx.max" || op == "dx.min") {
-        int64_t reduced = 1;
-        for (int a : *axes) reduced *= shapes[0][a];
-        if (reduced == 0 && numel(out) > 0) r.error = "max of an empty set";  // still has a shape
-      }
-    }
-  } else if (op == "dx.matmul") {
-    auto g = matmul_geometry(shapes.at(0), shapes.at(1), attr_bool(attrs, "transpose_a"),
-                             attr_bool(attrs, "transpose_b"), r.error);
-    if (g) r.output = OutputSpec{g->out, dtype == DType::I8 ? DType::I32 : dtype};
-  } else if (op == "dx.transpose") {
-    const Shape& in = shapes.at(0);
-    const int rank = static_cast<int>(in.size());
-    std::vector<int64_t> perm;
-    const Attr* a = find_attr(attrs, "perm");
-    if (!a) {
-      for (int i = rank - 1; i >= 0; --i) perm.push_back(i);
-    } else if (a->value.kind == AttrValue::Kind::I64Array) {
-      perm = a->value.i64s;
-    }
-    std::vector<bool> used(static_cast<size_t>(rank), false);
-    bool ok = static_cast<int>(perm.size()) == rank;
-    for (size_t i = 0; ok && i < perm.size(); ++i) {
-      if (perm[i] < 0 || perm[i] >= rank || used[static_cast<size_t>(perm[i])]) ok = false;
-      else used[static_cast<size_t>(perm[i])] = true;
-    }
-    if (!ok) {
-      r.error = "invalid perm";
-    } else {
-      Shape out;
-      for (auto p : perm) out.push_back(in[static_cast<size_t>(p)]);
-      r.output = OutputSpec{out, dtype};
-    }
-  } else {  // same-shape unary ops: neg, relu, exp, copy, softmax
-    if (op == "dx.softmax") {
-      const Attr* a = find_attr(attrs, "axis");
-      const int64_t rank = static_cast<int64_t>(shapes.at(0).size());
-      const int64_t axis = a ? a->value.i64 : -1;
-      if (rank == 0 ? (axis != 0 && axis != -1) : (axis < -rank || axis >= rank))
-        r.error = "softmax axis out of range";
-    }
-    r.output = OutputSpec{shapes.at(0), output_dtype(op, dtype)};
-  }
-  return r;
-}
-
 std::vector<double> abs_term_sums(const std::string& op, const std::vector<Shape>& shapes,
                                   const std::vector<std::vector<double>>& inputs,
                                   const std::vector<Attr>& attrs, int64_t& accumulation_length) {
@@ -606,105 +459,215 @@ OutputsResult output_specs(const std::string& op, const std::vector<Shape>& shap
   const DType key = sig.inputs.empty() ? (sig.outputs.empty() ? DType::F32 : sig.outputs[0]) : sig.inputs[0];
   auto out = [&](std::vector<Shape> list) {
     for (size_t i = 0; i < list.size(); ++i)
-      r.outputs.push_back(OutputSpec{list[i], i < sig.outputs.size() ? sig.outputs[i] : key});
+      r.outputs.push_back(OutputSpec{list[i], i < sig.outputs.size() ? sig.outputs[i] : output_dtype(*rule, key)});
   };
   auto present = [&](size_t i) { return i < shapes.size() && !is_absent(shapes[i]); };
   const Shape none;
   const Shape& x = present(0) ? shapes[0] : none;
   const int64_t rank = static_cast<int64_t>(x.size());
+  // An error with a shape (a max or argmax over an empty set) still reaches the kernel, which
+  // must refuse it: those rules keep both.
+  bool keep_outputs_on_error = false;
 
-  if (op == "dx.arange" || op == "dx.uniform" || op == "dx.normal") {
-    out({shapes.at(0)});
-  } else if (op == "dx.dropout") {
-    out({x, x});
-  } else if (op == "dx.log_softmax") {
-    const Attr* a = find_attr(attrs, "axis");
-    const int64_t axis = a ? a->value.i64 : -1;
-    if (rank == 0 ? (axis != 0 && axis != -1) : (axis < -rank || axis >= rank)) r.error = "axis out of range";
-    else out({x});
-  } else if (op == "dx.linear") {
-    const Shape& w = present(1) ? shapes[1] : none;
-    if (rank < 1 || w.size() != 2 || w[1] != x.back()) r.error = "linear: x (..., in) and W (out, in) disagree";
-    else if (present(2) && (shapes[2].size() != 1 || shapes[2][0] != w[0])) r.error = "linear: bias must be (out,)";
-    else {
-      Shape y(x.begin(), x.end() - 1);
-      y.push_back(w[0]);
-      out({y});
+  // One case per rule of abi/ops.json "shape_rules"; a rule added there without a case here is
+  // reported (and fails the unit test CertifyOpTable.EveryShapeRuleIsImplemented).
+  switch (rule->shape) {
+    case ShapeRule::kCreation:
+      out({shapes.at(0)});
+      break;
+    case ShapeRule::kSame: {
+      std::vector<Shape> list(static_cast<size_t>(std::max(rule->outputs, 1)), x);
+      out(list);
+      break;
     }
-  } else if (op == "dx.layer_norm" || op == "dx.rms_norm") {
-    const int64_t axis = norm_axis(i64_attr(attrs, "axis", -1), rank);
-    if (axis < 0) {
-      r.error = "normalisation axis out of range";
-    } else {
+    case ShapeRule::kSoftmax: {
+      const Attr* a = find_attr(attrs, "axis");
+      const int64_t axis = a ? a->value.i64 : -1;
+      if (rank == 0 ? (axis != 0 && axis != -1) : (axis < -rank || axis >= rank)) r.error = "softmax axis out of range";
+      else out({x});
+      break;
+    }
+    case ShapeRule::kBroadcast: {
+      std::optional<Shape> b = x;
+      for (size_t i = 1; b && i < shapes.size(); ++i) b = broadcast_shapes(*b, shapes[i]);
+      if (b) out({*b});
+      else if (shapes.size() == 2) r.error = "shapes " + format_shape(shapes[0]) + " and " + format_shape(shapes[1]) + " do not broadcast";
+      else r.error = "the shapes of " + op + " do not broadcast";
+      break;
+    }
+    case ShapeRule::kReduce: {
+      auto axes = reduce_axes(x, attrs, r.error);
+      if (!axes) break;
+      const bool keep = attr_bool(attrs, "keepdims");
+      Shape y;
+      int64_t reduced = 1;
+      for (int i = 0; i < static_cast<int>(x.size()); ++i) {
+        if (std::find(axes->begin(), axes->end(), i) == axes->end()) y.push_back(x[static_cast<size_t>(i)]);
+        else if (keep) y.push_back(1);
+      }
+      for (int a : *axes) reduced *= x[static_cast<size_t>(a)];
+      out({y});
+      // A reduction without an identity (max, min) over an empty set: still has a shape.
+      if ((op == "dx.max" || op == "dx.min") && reduced == 0 && numel(y) > 0) {
+        r.error = "max of an empty set";
+        keep_outputs_on_error = true;
+      }
+      break;
+    }
+    case ShapeRule::kArgreduce: {
+      const Attr* a = find_attr(attrs, "axis");
+      const bool keep = attr_bool(attrs, "keepdims");
+      Shape y;
+      int64_t reduced = numel(x);
+      keep_outputs_on_error = true;
+      if (!a) {
+        if (keep) y.assign(x.size(), 1);
+      } else {
+        const int64_t limit = rank == 0 ? 1 : rank;
+        const int64_t axis = a->value.i64 < 0 ? a->value.i64 + limit : a->value.i64;
+        if (a->value.kind != AttrValue::Kind::I64 || axis < 0 || axis >= limit) {
+          out({Shape{}});  // reaches the kernel, which refuses it
+          r.error = "axis out of range";
+          break;
+        }
+        if (rank > 0) reduced = x[static_cast<size_t>(axis)];
+        for (int64_t i = 0; i < rank; ++i) {
+          if (i != axis) y.push_back(x[static_cast<size_t>(i)]);
+          else if (keep) y.push_back(1);
+        }
+      }
+      out({y});
+      if (reduced == 0) r.error = "argmax/argmin of an empty set";  // still has a shape
+      break;
+    }
+    case ShapeRule::kMatmul: {
+      auto g = matmul_geometry(x, present(1) ? shapes[1] : none, attr_bool(attrs, "transpose_a"),
+                               attr_bool(attrs, "transpose_b"), r.error);
+      if (g) out({g->out});
+      break;
+    }
+    case ShapeRule::kTranspose: {
+      const int rk = static_cast<int>(x.size());
+      std::vector<int64_t> perm;
+      const Attr* a = find_attr(attrs, "perm");
+      if (!a) {
+        for (int i = rk - 1; i >= 0; --i) perm.push_back(i);
+      } else if (a->value.kind == AttrValue::Kind::I64Array) {
+        perm = a->value.i64s;
+      }
+      std::vector<bool> used(static_cast<size_t>(rk), false);
+      bool ok = static_cast<int>(perm.size()) == rk;
+      for (size_t i = 0; ok && i < perm.size(); ++i) {
+        if (perm[i] < 0 || perm[i] >= rk || used[static_cast<size_t>(perm[i])]) ok = false;
+        else used[static_cast<size_t>(perm[i])] = true;
+      }
+      if (!ok) {
+        r.error = "invalid perm";
+      } else {
+        Shape y;
+        for (auto p : perm) y.push_back(x[static_cast<size_t>(p)]);
+        out({y});
+      }
+      break;
+    }
+    case ShapeRule::kLinear: {
+      const Shape& w = present(1) ? shapes[1] : none;
+      if (rank < 1 || w.size() != 2 || w[1] != x.back()) r.error = "linear: x (..., in) and W (out, in) disagree";
+      else if (present(2) && (shapes[2].size() != 1 || shapes[2][0] != w[0])) r.error = "linear: bias must be (out,)";
+      else {
+        Shape y(x.begin(), x.end() - 1);
+        y.push_back(w[0]);
+        out({y});
+      }
+      break;
+    }
+    case ShapeRule::kNorm: {
+      const int64_t axis = norm_axis(i64_attr(attrs, "axis", -1), rank);
+      if (axis < 0) {
+        r.error = "normalisation axis out of range";
+        break;
+      }
       const Shape inner(x.begin() + axis, x.end());
       for (size_t i = 1; i < shapes.size(); ++i)
         if (present(i) && shapes[i] != inner) r.error = "weight/bias must have the normalised shape";
-      if (r.error.empty()) {
-        Shape stats(x.begin(), x.begin() + axis);
-        stats.resize(x.size(), 1);
-        if (op == "dx.layer_norm") out({x, stats, stats});
-        else out({x});
-      }
+      if (!r.error.empty()) break;
+      // y, then the statistics (layer_norm's mean and rstd): x.shape[:axis] followed by 1s.
+      Shape stats(x.begin(), x.begin() + axis);
+      stats.resize(x.size(), 1);
+      std::vector<Shape> list{x};
+      list.resize(static_cast<size_t>(std::max(rule->outputs, 1)), stats);
+      out(list);
+      break;
     }
-  } else if (op == "dx.batch_norm") {
-    if (rank < 2) {
-      r.error = "batch_norm: x must be (N, C, ...)";
-    } else {
+    case ShapeRule::kBatchNorm:
+      if (rank < 2) {
+        r.error = "batch_norm: x must be (N, C, ...)";
+        break;
+      }
       for (size_t i = 1; i < 5; ++i)
         if (present(i) && (shapes[i].size() != 1 || shapes[i][0] != x[1])) r.error = "per-channel tensors must be (C,)";
       if (!attr_bool(attrs, "training") && (!present(3) || !present(4))) r.error = "evaluation needs running stats";
       if (r.error.empty()) out({x});
+      break;
+    case ShapeRule::kEmbedding:
+      if (rank != 2 || !present(1)) {
+        r.error = "embedding: weight must be rank 2";
+      } else {
+        Shape y = shapes[1];
+        y.push_back(x[1]);
+        out({y});
+      }
+      break;
+    case ShapeRule::kCrossEntropy: {
+      const Shape& l = present(1) ? shapes[1] : none;
+      const Attr* red = find_attr(attrs, "reduction");
+      const std::string reduction = red && red->value.kind == AttrValue::Kind::String ? red->value.str : "mean";
+      if (reduction != "mean" && reduction != "sum" && reduction != "none") r.error = "bad reduction";
+      else if (rank == 2 && l.size() == 1 && l[0] == x[0]) out({reduction == "none" ? Shape{x[0]} : Shape{}});
+      else if (rank == 1 && l.empty()) out({Shape{}});
+      else r.error = "cross_entropy: logits (N, C) with labels (N,) or (C,) with ()";
+      break;
     }
-  } else if (op == "dx.embedding") {
-    if (rank != 2 || !present(1)) r.error = "embedding: weight must be rank 2";
-    else {
-      Shape y = shapes[1];
-      y.push_back(x[1]);
-      out({y});
+    case ShapeRule::kConv2d: {
+      const Shape& w = present(1) ? shapes[1] : none;
+      const Pair2 stride = pair_attr(attrs, "stride", {1, 1}, 1), pad = pair_attr(attrs, "padding", {0, 0}, 0),
+                  dil = pair_attr(attrs, "dilation", {1, 1}, 1);
+      const int64_t groups = i64_attr(attrs, "groups", 1);
+      if (rank != 4 || w.size() != 4) r.error = "conv2d: x and w must be rank 4";
+      else if (!stride.ok || !pad.ok || !dil.ok || groups < 1) r.error = "conv2d: bad attributes";
+      else if (x[1] != w[1] * groups || w[0] % groups != 0) r.error = "conv2d: channels disagree with groups";
+      else if (present(2) && (shapes[2].size() != 1 || shapes[2][0] != w[0])) r.error = "conv2d: bias must be (C_out,)";
+      else {
+        const int64_t ho = out_extent(x[2], pad.h, dil.h, w[2], stride.h), wo = out_extent(x[3], pad.w, dil.w, w[3], stride.w);
+        if (ho < 0 || wo < 0) r.error = "conv2d: kernel larger than the padded input";
+        else out({Shape{x[0], w[0], ho, wo}});
+      }
+      break;
     }
-  } else if (op == "dx.cross_entropy") {
-    const Shape& l = present(1) ? shapes[1] : none;
-    const Attr* red = find_attr(attrs, "reduction");
-    const std::string reduction = red && red->value.kind == AttrValue::Kind::String ? red->value.str : "mean";
-    if (reduction != "mean" && reduction != "sum" && reduction != "none") r.error = "bad reduction";
-    else if (rank == 2 && l.size() == 1 && l[0] == x[0]) out({reduction == "none" ? Shape{x[0]} : Shape{}});
-    else if (rank == 1 && l.empty()) out({Shape{}});
-    else r.error = "cross_entropy: logits (N, C) with labels (N,) or (C,) with ()";
-  } else if (op == "dx.conv2d") {
-    const Shape& w = present(1) ? shapes[1] : none;
-    const Pair2 stride = pair_attr(attrs, "stride", {1, 1}, 1), pad = pair_attr(attrs, "padding", {0, 0}, 0),
-                dil = pair_attr(attrs, "dilation", {1, 1}, 1);
-    const int64_t groups = i64_attr(attrs, "groups", 1);
-    if (rank != 4 || w.size() != 4) r.error = "conv2d: x and w must be rank 4";
-    else if (!stride.ok || !pad.ok || !dil.ok || groups < 1) r.error = "conv2d: bad attributes";
-    else if (x[1] != w[1] * groups || w[0] % groups != 0) r.error = "conv2d: channels disagree with groups";
-    else if (present(2) && (shapes[2].size() != 1 || shapes[2][0] != w[0])) r.error = "conv2d: bias must be (C_out,)";
-    else {
-      const int64_t ho = out_extent(x[2], pad.h, dil.h, w[2], stride.h), wo = out_extent(x[3], pad.w, dil.w, w[3], stride.w);
-      if (ho < 0 || wo < 0) r.error = "conv2d: kernel larger than the padded input";
-      else out({Shape{x[0], w[0], ho, wo}});
+    case ShapeRule::kPool2d: {
+      const Pair2 kern = pair_attr(attrs, "kernel", {1, 1}, 1);
+      const Pair2 stride = pair_attr(attrs, "stride", kern, 1), pad = pair_attr(attrs, "padding", {0, 0}, 0);
+      if (rank != 4) r.error = "pool: x must be rank 4";
+      else if (!find_attr(attrs, "kernel") || !kern.ok || !stride.ok || !pad.ok) r.error = "pool: bad attributes";
+      else if (2 * pad.h > kern.h || 2 * pad.w > kern.w) r.error = "pool: padding must be at most half the kernel";
+      else {
+        const int64_t ho = out_extent(x[2], pad.h, 1, kern.h, stride.h), wo = out_extent(x[3], pad.w, 1, kern.w, stride.w);
+        if (ho < 0 || wo < 0) r.error = "pool: kernel larger than the padded input";
+        else out({Shape{x[0], x[1], ho, wo}});
+      }
+      break;
     }
-  } else if (op == "dx.max_pool2d" || op == "dx.avg_pool2d") {
-    const Pair2 kern = pair_attr(attrs, "kernel", {1, 1}, 1);
-    const Pair2 stride = pair_attr(attrs, "stride", kern, 1), pad = pair_attr(attrs, "padding", {0, 0}, 0);
-    if (rank != 4) r.error = "pool: x must be rank 4";
-    else if (!find_attr(attrs, "kernel") || !kern.ok || !stride.ok || !pad.ok) r.error = "pool: bad attributes";
-    else if (2 * pad.h > kern.h || 2 * pad.w > kern.w) r.error = "pool: padding must be at most half the kernel";
-    else {
-      const int64_t ho = out_extent(x[2], pad.h, 1, kern.h, stride.h), wo = out_extent(x[3], pad.w, 1, kern.w, stride.w);
-      if (ho < 0 || wo < 0) r.error = "pool: kernel larger than the padded input";
-      else out({Shape{x[0], x[1], ho, wo}});
-    }
-  } else if (op == "dx.scaled_dot_product_attention") {
-    const Shape& k = present(1) ? shapes[1] : none;
-    const Shape& v = present(2) ? shapes[2] : none;
-    const size_t rk = x.size();
-    bool ok = rk >= 2 && k.size() == rk && v.size() == rk;
-    for (size_t d = 0; ok && d + 2 < rk; ++d) ok = k[d] == x[d] && v[d] == x[d];
-    if (ok) ok = k[rk - 1] == x[rk - 1] && v[rk - 2] == k[rk - 2];
-    if (!ok) {
-      r.error = "attention: q, k, v disagree";
-    } else {
+    case ShapeRule::kAttention: {
+      const Shape& k = present(1) ? shapes[1] : none;
+      const Shape& v = present(2) ? shapes[2] : none;
+      const size_t rk = x.size();
+      bool ok = rk >= 2 && k.size() == rk && v.size() == rk;
+      for (size_t d = 0; ok && d + 2 < rk; ++d) ok = k[d] == x[d] && v[d] == x[d];
+      if (ok) ok = k[rk - 1] == x[rk - 1] && v[rk - 2] == k[rk - 2];
+      if (!ok) {
+        r.error = "attention: q, k, v disagree";
+        break;
+      }
       Shape scores(x.begin(), x.end() - 2);
       scores.push_back(x[rk - 2]);
       scores.push_back(k[rk - 2]);
@@ -718,25 +681,30 @@ OutputsResult output_specs(const std::string& op, const std::vector<Shape>& shap
         y.push_back(v[rk - 1]);
         out({y});
       }
+      break;
     }
-  } else if (op == "dx.reshape") {
-    if (outshapes.empty()) r.error = "reshape needs outshapes=";
-    else if (numel(outshapes[0]) != numel(x)) r.error = "reshape: sizes differ";
-    else out({outshapes[0]});
-  } else if (op == "dx.broadcast_to") {
-    Shape target;
-    const auto attr_shape = i64_list(attrs, "shape");
-    if (!outshapes.empty()) target = outshapes[0];
-    else if (attr_shape) target = *attr_shape;
-    auto b = broadcast_shapes(x, target);
-    if (!b || *b != target) r.error = "broadcast_to: does not broadcast";
-    else if (attr_shape && *attr_shape != target) r.error = "broadcast_to: the shape attribute differs from the output";
-    else out({target});
-  } else if (op == "dx.concat") {
-    const int64_t axis = norm_axis(i64_attr(attrs, "axis", 0), rank);
-    if (axis < 0) {
-      r.error = "concat: axis out of range";
-    } else {
+    case ShapeRule::kReshape:
+      if (outshapes.empty()) r.error = "reshape needs outshapes=";
+      else if (numel(outshapes[0]) != numel(x)) r.error = "reshape: sizes differ";
+      else out({outshapes[0]});
+      break;
+    case ShapeRule::kBroadcastTo: {
+      Shape target;
+      const auto attr_shape = i64_list(attrs, "shape");
+      if (!outshapes.empty()) target = outshapes[0];
+      else if (attr_shape) target = *attr_shape;
+      auto b = broadcast_shapes(x, target);
+      if (!b || *b != target) r.error = "broadcast_to: does not broadcast";
+      else if (attr_shape && *attr_shape != target) r.error = "broadcast_to: the shape attribute differs from the output";
+      else out({target});
+      break;
+    }
+    case ShapeRule::kConcat: {
+      const int64_t axis = norm_axis(i64_attr(attrs, "axis", 0), rank);
+      if (axis < 0) {
+        r.error = "concat: axis out of range";
+        break;
+      }
       Shape y = x;
       y[static_cast<size_t>(axis)] = 0;
       for (const auto& s : shapes) {
@@ -746,13 +714,15 @@ OutputsResult output_specs(const std::string& op, const std::vector<Shape>& shap
         else y[static_cast<size_t>(axis)] += s[static_cast<size_t>(axis)];
       }
       if (r.error.empty()) out({y});
+      break;
     }
-  } else if (op == "dx.split") {
-    const int64_t axis = norm_axis(i64_attr(attrs, "axis", 0), rank);
-    const int64_t n = static_cast<int64_t>(sig.outputs.size());
-    if (axis < 0 || n < 1) {
-      r.error = "split: axis out of range";
-    } else {
+    case ShapeRule::kSplit: {
+      const int64_t axis = norm_axis(i64_attr(attrs, "axis", 0), rank);
+      const int64_t n = static_cast<int64_t>(sig.outputs.size());
+      if (axis < 0 || n < 1) {
+        r.error = "split: axis out of range";
+        break;
+      }
       const int64_t dim = x[static_cast<size_t>(axis)];
       std::vector<int64_t> sizes = i64_list(attrs, "sizes").value_or(std::vector<int64_t>{});
       if (sizes.empty()) {
@@ -771,15 +741,17 @@ OutputsResult output_specs(const std::string& op, const std::vector<Shape>& shap
         }
         out(list);
       }
+      break;
     }
-  } else if (op == "dx.slice") {
-    const auto starts = i64_list(attrs, "starts").value_or(std::vector<int64_t>{});
-    const auto stops = i64_list(attrs, "stops").value_or(std::vector<int64_t>{});
-    const auto steps = i64_list(attrs, "steps").value_or(std::vector<int64_t>{});
-    const size_t rk = x.size();
-    if (starts.size() > rk || stops.size() > rk || steps.size() > rk) {
-      r.error = "slice: more bounds than axes";
-    } else {
+    case ShapeRule::kSlice: {
+      const auto starts = i64_list(attrs, "starts").value_or(std::vector<int64_t>{});
+      const auto stops = i64_list(attrs, "stops").value_or(std::vector<int64_t>{});
+      const auto steps = i64_list(attrs, "steps").value_or(std::vector<int64_t>{});
+      const size_t rk = x.size();
+      if (starts.size() > rk || stops.size() > rk || steps.size() > rk) {
+        r.error = "slice: more bounds than axes";
+        break;
+      }
       Shape y;
       for (size_t k = 0; k < rk && r.error.empty(); ++k) {
         const int64_t n = x[k], step = k < steps.size() ? steps[k] : 1;
@@ -792,44 +764,53 @@ OutputsResult output_specs(const std::string& op, const std::vector<Shape>& shap
         y.push_back(b > a && step > 0 ? (b - a + step - 1) / step : 0);
       }
       if (r.error.empty()) out({y});
+      break;
     }
-  } else if (op == "dx.index_select") {
-    const int64_t axis = norm_axis(i64_attr(attrs, "axis", 0), rank);
-    if (axis < 0) r.error = "index_select: axis out of range";
-    else if (!present(1) || shapes[1].size() != 1) r.error = "index_select: indices must be 1-D";
-    else {
-      Shape y = x;
-      y[static_cast<size_t>(axis)] = shapes[1][0];
-      out({y});
+    case ShapeRule::kIndexSelect: {
+      const int64_t axis = norm_axis(i64_attr(attrs, "axis", 0), rank);
+      if (axis < 0) r.error = "index_select: axis out of range";
+      else if (!present(1) || shapes[1].size() != 1) r.error = "index_select: indices must be 1-D";
+      else {
+        Shape y = x;
+        y[static_cast<size_t>(axis)] = shapes[1][0];
+        out({y});
+      }
+      break;
     }
-  } else if (op == "dx.gather" || op == "dx.scatter_add") {
-    const int64_t axis = norm_axis(i64_attr(attrs, "axis", 0), rank);
-    const Shape& idx = present(1) ? shapes[1] : none;
-    bool ok = axis >= 0 && idx.size() == x.size();
-    for (size_t d = 0; ok && d < x.size(); ++d) ok = static_cast<int64_t>(d) == axis || idx[d] <= x[d];
-    if (ok && op == "dx.scatter_add") {
-      ok = present(2) && shapes[2].size() == idx.size();
-      for (size_t d = 0; ok && d < idx.size(); ++d) ok = idx[d] <= shapes[2][d];
+    case ShapeRule::kGather:
+    case ShapeRule::kScatterAdd: {
+      const bool scatter = rule->shape == ShapeRule::kScatterAdd;
+      const int64_t axis = norm_axis(i64_attr(attrs, "axis", 0), rank);
+      const Shape& idx = present(1) ? shapes[1] : none;
+      bool ok = axis >= 0 && idx.size() == x.size();
+      for (size_t d = 0; ok && d < x.size(); ++d) ok = static_cast<int64_t>(d) == axis || idx[d] <= x[d];
+      if (ok && scatter) {
+        ok = present(2) && shapes[2].size() == idx.size();
+        for (size_t d = 0; ok && d < idx.size(); ++d) ok = idx[d] <= shapes[2][d];
+      }
+      if (!ok) r.error = op + ": shapes disagree";
+      else out({scatter ? x : idx});
+      break;
     }
-    if (!ok) r.error = op + ": shapes disagree";
-    else out({op == "dx.gather" ? idx : x});
-  } else if (op == "dx.pad") {
-    const auto pads = i64_list(attrs, "pads").value_or(std::vector<int64_t>{});
-    if (pads.size() != 2 * x.size()) {
-      r.error = "pad: pads needs 2 entries per axis";
-    } else {
+    case ShapeRule::kPad: {
+      const auto pads = i64_list(attrs, "pads").value_or(std::vector<int64_t>{});
+      if (pads.size() != 2 * x.size()) {
+        r.error = "pad: pads needs 2 entries per axis";
+        break;
+      }
       Shape y;
       for (size_t k = 0; k < x.size(); ++k) {
         if (pads[2 * k] < 0 || pads[2 * k + 1] < 0) r.error = "pad: negative";
         y.push_back(x[k] + pads[2 * k] + pads[2 * k + 1]);
       }
       if (r.error.empty()) out({y});
+      break;
     }
-  } else if (op == "dx.tile") {
-    std::vector<int64_t> reps = i64_list(attrs, "repeats").value_or(std::vector<int64_t>{});
-    for (auto v : reps)
-      if (v < 0) r.error = "tile: negative repeats";
-    if (r.error.empty()) {
+    case ShapeRule::kTile: {
+      std::vector<int64_t> reps = i64_list(attrs, "repeats").value_or(std::vector<int64_t>{});
+      for (auto v : reps)
+        if (v < 0) r.error = "tile: negative repeats";
+      if (!r.error.empty()) break;
       const size_t rk = std::max(reps.size(), x.size());
       reps.insert(reps.begin(), rk - reps.size(), 1);
       Shape xs = x;
@@ -837,15 +818,23 @@ OutputsResult output_specs(const std::string& op, const std::vector<Shape>& shap
       Shape y;
       for (size_t k = 0; k < rk; ++k) y.push_back(xs[k] * reps[k]);
       out({y});
+      break;
     }
-  } else {
-    // The first op set: the single-dtype rule, with the output dtype the signature's.
-    ShapeResult one = output_spec(op, shapes, key, attrs);
-    r.error = one.error;
-    if (one.output) r.outputs.push_back(OutputSpec{one.output->shape, sig.outputs.empty() ? one.output->dtype : sig.outputs[0]});
-    // An error with a shape (an empty reduction) still reaches the kernel: keep both.
+    default:
+      r.error = std::string("the shape rule '") + shape_rule_name(rule->shape) + "' of " + op +
+                " has no implementation in the suite";
+      return r;
   }
-  if (!r.error.empty() && op != "dx.max" && op != "dx.min" && op != "dx.argmax" && op != "dx.argmin") r.outputs.clear();
+  if (!r.error.empty() && !keep_outputs_on_error) r.outputs.clear();
+  return r;
+}
+
+ShapeResult output_spec(const std::string& op, const std::vector<Shape>& shapes, DType dtype,
+                        const std::vector<Attr>& attrs) {
+  ShapeResult r;
+  OutputsResult all = output_specs(op, shapes, default_signature(op, dtype), attrs);
+  r.error = all.error;
+  if (!all.outputs.empty()) r.output = all.outputs[0];
   return r;
 }
 

@@ -1,5 +1,7 @@
 // What the suite knows about each op: arity, tolerance class, output shape and dtype, and the
-// per-output sums of |terms| that bound an accumulating op's rounding error.
+// per-output sums of |terms| that bound an accumulating op's rounding error. The op list, arities,
+// attributes, tolerance classes and the names of the shape and dtype rules come from
+// abi/ops.json through the generated op_table.hpp; the rules themselves are implemented here.
 #pragma once
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 
 #include "dtype.hpp"
 #include "manifest.hpp"
+#include "op_table.hpp"
 
 namespace deepx::conformance {
 
@@ -30,9 +33,17 @@ struct OpRule {
   OpClass op_class;
   int outputs = 1;        // -1: from the kernel's signature (dx.split: 1..8)
   bool backward = false;  // the op has a backward (F signatures)
+  const char* attrs = "";                  // the attribute schema, "name,name,..."
+  ShapeRule shape = ShapeRule::kSame;      // selects the rule's code in output_specs()
+  DtypeRule dtype = DtypeRule::kSame;      // the outputs' dtype for a key dtype
+  unsigned index_inputs = 0;               // bit i: input i holds indices (i64 by default)
+  unsigned bool_outputs = 0;               // bit i: output i is bool whatever the key
 };
+// Every standard op, in DX_OP_TABLE order (generated from abi/ops.json).
 const std::vector<OpRule>& op_rules();
 const OpRule* find_op_rule(const std::string& op);
+// The rule's name in abi/ops.json ("broadcast", "reduce", ...).
+const char* shape_rule_name(ShapeRule rule);
 
 struct OutputSpec {
   Shape shape;
@@ -43,8 +54,9 @@ struct ShapeResult {
   std::string error;                 // why, when invalid
 };
 
-// The op's output for inputs of `shapes` (all of dtype `dtype`) and `attrs`; for dx.fill,
-// shapes[0] is the output shape.
+// The op's first output for inputs of `shapes` with the default signature keyed by `dtype`
+// (default_signature) and `attrs`; for dx.fill, shapes[0] is the output shape. A max or argmax
+// over an empty set has both an output and an error.
 ShapeResult output_spec(const std::string& op, const std::vector<Shape>& shapes, DType dtype,
                         const std::vector<Attr>& attrs);
 

@@ -6,23 +6,15 @@
 // cached in the attrs object.
 #include <algorithm>
 #include <array>
+#include <iterator>
 
 #include "deepx/ops.h"
 #include "internal.h"
 
 namespace deepx::host {
 
-enum class ShapeRule {
-  kNone,         // not checked by the host (the kernel validates)
-  kUnarySame,    // out.shape == in.shape
-  kBroadcast,    // out.shape == broadcast(in...)
-  kReduce,       // axes/keepdims
-  kArgReduce,    // axis/keepdims
-  kMatmul,
-  kSoftmax,      // out.shape == in.shape, axis in range
-  kTranspose,    // perm
-  kFill,         // any output shape
-};
+// The shape rule of every standard op, generated from abi/ops.json with DX_OP_TABLE.
+#include "op_table.inc"
 
 struct OpSchema {
   const char* name;
@@ -34,51 +26,44 @@ struct OpSchema {
 
 namespace {
 
-ShapeRule RuleFor(std::string_view name) {
-  static const std::pair<const char*, ShapeRule> kRules[] = {
-      {"dx.abs", ShapeRule::kUnarySame},     {"dx.neg", ShapeRule::kUnarySame},
-      {"dx.sign", ShapeRule::kUnarySame},    {"dx.reciprocal", ShapeRule::kUnarySame},
-      {"dx.sqrt", ShapeRule::kUnarySame},    {"dx.rsqrt", ShapeRule::kUnarySame},
-      {"dx.exp", ShapeRule::kUnarySame},     {"dx.expm1", ShapeRule::kUnarySame},
-      {"dx.log", ShapeRule::kUnarySame},     {"dx.log1p", ShapeRule::kUnarySame},
-      {"dx.sin", ShapeRule::kUnarySame},     {"dx.cos", ShapeRule::kUnarySame},
-      {"dx.tan", ShapeRule::kUnarySame},     {"dx.tanh", ShapeRule::kUnarySame},
-      {"dx.erf", ShapeRule::kUnarySame},     {"dx.sigmoid", ShapeRule::kUnarySame},
-      {"dx.relu", ShapeRule::kUnarySame},    {"dx.silu", ShapeRule::kUnarySame},
-      {"dx.gelu", ShapeRule::kUnarySame},    {"dx.floor", ShapeRule::kUnarySame},
-      {"dx.ceil", ShapeRule::kUnarySame},    {"dx.round", ShapeRule::kUnarySame},
-      {"dx.clamp", ShapeRule::kUnarySame},   {"dx.cast", ShapeRule::kUnarySame},
-      {"dx.logical_not", ShapeRule::kUnarySame}, {"dx.bitwise_not", ShapeRule::kUnarySame},
-      {"dx.copy", ShapeRule::kUnarySame},
-      {"dx.add", ShapeRule::kBroadcast},     {"dx.sub", ShapeRule::kBroadcast},
-      {"dx.mul", ShapeRule::kBroadcast},     {"dx.div", ShapeRule::kBroadcast},
-      {"dx.pow", ShapeRule::kBroadcast},     {"dx.maximum", ShapeRule::kBroadcast},
-      {"dx.minimum", ShapeRule::kBroadcast}, {"dx.eq", ShapeRule::kBroadcast},
-      {"dx.ne", ShapeRule::kBroadcast},      {"dx.lt", ShapeRule::kBroadcast},
-      {"dx.le", ShapeRule::kBroadcast},      {"dx.gt", ShapeRule::kBroadcast},
-      {"dx.ge", ShapeRule::kBroadcast},      {"dx.logical_and", ShapeRule::kBroadcast},
-      {"dx.logical_or", ShapeRule::kBroadcast}, {"dx.logical_xor", ShapeRule::kBroadcast},
-      {"dx.where", ShapeRule::kBroadcast},
-      {"dx.sum", ShapeRule::kReduce},        {"dx.mean", ShapeRule::kReduce},
-      {"dx.prod", ShapeRule::kReduce},       {"dx.max", ShapeRule::kReduce},
-      {"dx.min", ShapeRule::kReduce},        {"dx.argmax", ShapeRule::kArgReduce},
-      {"dx.argmin", ShapeRule::kArgReduce},  {"dx.matmul", ShapeRule::kMatmul},
-      {"dx.softmax", ShapeRule::kSoftmax},   {"dx.log_softmax", ShapeRule::kSoftmax},
-      {"dx.transpose", ShapeRule::kTranspose}, {"dx.fill", ShapeRule::kFill},
-      {"dx.arange", ShapeRule::kFill},       {"dx.uniform", ShapeRule::kFill},
-      {"dx.normal", ShapeRule::kFill},
-  };
-  for (const auto& [n, r] : kRules) {
-    if (name == n) return r;
+// op_table.inc and deepx/ops.h are generated from the same JSON; a hand edit of either stops the
+// build here instead of pairing an op with another op's rule.
+struct HeaderRow {
+  const char* name;
+  int32_t num_inputs;
+  int32_t num_outputs;
+};
+constexpr HeaderRow kHeaderOps[] = {
+#define DX_HEADER_ROW_(id, op_name, nin, nout, attr_list) {op_name, nin, nout},
+    DX_OP_TABLE(DX_HEADER_ROW_)
+#undef DX_HEADER_ROW_
+};
+constexpr bool SameText(const char* a, const char* b) {
+  while (*a != '\0' && *a == *b) {
+    ++a;
+    ++b;
   }
-  return ShapeRule::kNone;
+  return *a == *b;
 }
+constexpr bool TableMatchesHeader() {
+  if (std::size(kHeaderOps) != std::size(kOpTable)) return false;
+  for (size_t i = 0; i < std::size(kOpTable); ++i) {
+    if (!SameText(kHeaderOps[i].name, kOpTable[i].name) ||
+        kHeaderOps[i].num_inputs != kOpTable[i].num_inputs ||
+        kHeaderOps[i].num_outputs != kOpTable[i].num_outputs) {
+      return false;
+    }
+  }
+  return true;
+}
+static_assert(TableMatchesHeader(),
+              "host/src/op_table.inc disagrees with deepx/ops.h: build the target ops-table-update");
 
 std::vector<OpSchema> BuildSchemas() {
   std::vector<OpSchema> out;
 #define DX_SCHEMA_(id, op_name, nin, nout, attr_list)                       \
   {                                                                         \
-    OpSchema s{op_name, nin, nout, {}, RuleFor(op_name)};                   \
+    OpSchema s{op_name, nin, nout, {}, kOpTable[out.size()].rule};          \
     std::string list(attr_list);                                            \
     size_t start = 0;                                                       \
     while (start < list.size()) {                                           \
@@ -144,7 +129,8 @@ dx_status_t Mismatch(const std::string& op, const std::string& what) {
   return Fail(DX_SHAPE_MISMATCH, op + ": " + what);
 }
 
-// Checks output shapes of the standard ops whose rule the host knows.
+// Checks output shapes of the standard ops whose shape rule the host implements (same,
+// broadcast, reduce, matmul, softmax, transpose); the kernels check the other rules.
 dx_status_t CheckShapes(const Op& op, const DLTensor* const* in, int32_t nin,
                         const DLTensor* const* out, int32_t nout, const dx_attr_t* attrs,
                         int32_t nattrs) {
@@ -157,18 +143,20 @@ dx_status_t CheckShapes(const Op& op, const DLTensor* const* in, int32_t nin,
     return Failf(DX_INVALID_ARGUMENT, "%s takes %d outputs, got %d", s->name, s->num_outputs,
                  nout);
   }
-  if (s->rule == ShapeRule::kNone || s->rule == ShapeRule::kFill) return DX_OK;
   if (nin < 1 || in[0] == nullptr || out[0] == nullptr) return DX_OK;
   const DLTensor* x = in[0];
   const DLTensor* y = out[0];
   std::array<int64_t, 64> shape;  // not value-initialised: this runs on every call
   int32_t ndim = 0;
   switch (s->rule) {
-    case ShapeRule::kUnarySame:
+    case ShapeRule::kSame:
     case ShapeRule::kSoftmax:
-      if (!SameShape(y, x->shape, x->ndim)) {
-        return Mismatch(s->name, "output shape " + ShapeString(y) + " must equal input shape " +
-                                     ShapeString(x));
+      for (int32_t j = 0; j < nout; ++j) {
+        if (out[j] != nullptr && !SameShape(out[j], x->shape, x->ndim)) {
+          return Mismatch(s->name, "output " + (nout > 1 ? std::to_string(j) + " " : "") +
+                                       "shape " + ShapeString(out[j]) +
+                                       " must equal input shape " + ShapeString(x));
+        }
       }
       if (s->rule == ShapeRule::kSoftmax) {
         const dx_attr_t* a = Slot(attrs, nattrs, DX_SOFTMAX_AXIS);

@@ -17,6 +17,10 @@
 #ifndef DEEPX_OPS_H_
 #define DEEPX_OPS_H_
 
+/* The op table and the slot enums are generated from abi/ops.json, the one table of the standard
+ * ops (names, arities, attribute slots, dtype and shape rules): edit the JSON, then build the
+ * target ops-table-update. */
+/* BEGIN GENERATED OP TABLE (cmake/gen_ops.py from abi/ops.json; do not edit) */
 /**
  * @brief X(ID, "name", inputs, outputs, "attr,attr,...") for every standard op.
  *
@@ -113,7 +117,7 @@
   X(NORMAL, "dx.normal", 0, 1, "mean,std,seed,offset")                       \
   X(DROPOUT, "dx.dropout", 1, 2, "p,seed,offset,training")
 
-/** @brief Schema slots of the reductions dx.sum, dx.mean, dx.prod, dx.max, dx.min. @since 1.0 */
+/** @brief Schema slots of dx.sum, dx.mean, dx.prod, dx.max and dx.min. @since 1.0 */
 enum { DX_REDUCE_AXES = 0, /**< i64 array; empty or unset = all axes. */
        DX_REDUCE_KEEPDIMS = 1 /**< bool; unset = false. */ };
 /** @brief Schema slots of dx.argmax and dx.argmin. @since 1.0 */
@@ -131,5 +135,6 @@ enum { DX_FILL_VALUE = 0 /**< f64 (or i64 for exact integers); unset = 0. */ };
 /** @brief Schema slots of dx.clamp. @since 1.0 */
 enum { DX_CLAMP_MIN = 0, /**< f64 or i64; unset = no lower bound. */
        DX_CLAMP_MAX = 1 /**< f64 or i64; unset = no upper bound. */ };
+/* END GENERATED OP TABLE */
 
 #endif /* DEEPX_OPS_H_ */
