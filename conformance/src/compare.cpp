@@ -6,12 +6,11 @@
 #include <limits>
 #include <set>
 
+#include "digest.hpp"
 #include "report.hpp"
-#include "sha256.h"  // deepx::sha256, shared with the host
 
 namespace deepx::conformance {
 
-using util::sha256_hex;
 
 const char* rule_name(Rule rule) {
   switch (rule) {
@@ -124,42 +123,32 @@ const char* backward_class(const std::string& op) {
 }
 
 std::string tolerance_table_json() {
-  JsonWriter w;
-  w.begin_object();
-  w.key("rows");
-  w.begin_array();
-  for (const auto& r : tolerance_table()) {
-    w.begin_object();
-    w.key("op_class").value(r.op_class);
-    w.key("ops").value(r.ops);
-    w.key("dtypes").value(r.dtypes);
-    w.key("tier").value(r.tier);
-    w.key("rule").value(rule_name(r.rule));
-    w.key("ulps").value(r.ulps);
-    w.key("rtol").value(r.rtol);
-    w.key("atol").value(r.atol);
-    w.key("c").value(r.c);
-    w.key("unit_roundoff").value(r.unit_roundoff);
-    w.key("source").value(r.source);
-    w.end_object();
-  }
-  w.end_array();
+  Json rows = Json::array();
+  for (const auto& r : tolerance_table())
+    rows.push_back({{"op_class", r.op_class},
+                    {"ops", r.ops},
+                    {"dtypes", r.dtypes},
+                    {"tier", r.tier},
+                    {"rule", rule_name(r.rule)},
+                    {"ulps", json_number(r.ulps)},
+                    {"rtol", json_number(r.rtol)},
+                    {"atol", json_number(r.atol)},
+                    {"c", json_number(r.c)},
+                    {"unit_roundoff", json_number(r.unit_roundoff)},
+                    {"source", r.source}});
   // Relaxations are part of the published table: a new one changes the hash.
-  w.key("relaxations");
-  w.begin_array();
-  for (const auto& r : relaxations()) {
-    w.begin_object();
-    w.key("op").value(r.op);
-    w.key("dtypes").value(r.dtypes);
-    w.key("direction").value(r.direction);
-    w.key("rule").value(rule_name(r.rule));
-    w.key("limit").value(relaxation_limit(r));
-    w.key("reason").value(r.reason);
-    w.end_object();
-  }
-  w.end_array();
-  w.end_object();
-  return w.str();
+  Json relaxed = Json::array();
+  for (const auto& r : relaxations())
+    relaxed.push_back({{"op", r.op},
+                       {"dtypes", r.dtypes},
+                       {"direction", r.direction},
+                       {"rule", rule_name(r.rule)},
+                       {"limit", relaxation_limit(r)},
+                       {"reason", r.reason}});
+  Json table = Json::object();
+  table["rows"] = std::move(rows);
+  table["relaxations"] = std::move(relaxed);
+  return json_text(table);
 }
 
 std::string tolerance_table_sha256() { return sha256_hex(tolerance_table_json()); }

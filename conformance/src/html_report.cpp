@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cstdio>
 #include <map>
 #include <sstream>
 
@@ -156,6 +157,24 @@ std::string render_html_report(const HtmlReportData& d) {
         << width << "px\"></span><span class=\"n\">" << n << "</span></div>\n";
     }
     h << "</div>\n";
+  }
+
+  // ---- worst errors: the float case with the largest ulp error per op and output dtype ----
+  h << "<h2>Worst errors (per op and output dtype)</h2>\n";
+  if (d.worst_errors.empty()) {
+    h << "<p>No floating-point outputs were compared.</p>\n";
+  } else {
+    h << "<table class=\"worst\"><tr><th>op</th><th>dtype</th><th>max ulp</th><th>max abs</th><th>max rel</th>"
+         "<th>case</th><th>worst element</th></tr>\n";
+    for (const auto& w : d.worst_errors) {
+      char numbers[96];
+      std::snprintf(numbers, sizeof numbers, "<td>%llu</td><td>%.3g</td><td>%.3g</td>",
+                    static_cast<unsigned long long>(w.max_ulp), w.max_abs, w.max_rel);
+      h << "<tr><td class=\"op\">" << html_escape(w.op) << "</td><td>" << html_escape(w.dtype) << "</td>" << numbers
+        << "<td class=\"mono\">" << html_escape(w.id) << "</td><td class=\"mono\">[" << w.index << "] expected "
+        << html_escape(w.expected) << " got " << html_escape(w.actual) << "</td></tr>\n";
+    }
+    h << "</table>\n";
   }
 
   // ---- failures ----

@@ -1,12 +1,15 @@
 // report.html: a self-contained (inline CSS, no scripts, no external resources) page for people:
-// header, op x dtype matrix colored by status, max-ulp histograms per op, failures with
-// reproduction lines, RELAXED items. Takes plain data so it needs no runtime (unit-tested).
+// header, op x dtype matrix colored by status, max-ulp histograms per op, the worst error per op
+// and output dtype, failures with reproduction lines, RELAXED items. Takes plain data so it
+// needs no runtime (unit-tested).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "report.hpp"
 
 namespace deepx::conformance {
 
@@ -23,6 +26,7 @@ struct HtmlReportData {
   std::string plugin_name, plugin_version, plugin_path, plugin_sha256;
   std::string suite_version, suite_commit, verdict, profile, totals_line, date, host, seed;
   std::vector<HtmlCase> cases;
+  std::vector<WorstError> worst_errors;  // one per op and output dtype
   std::vector<std::string> relaxed;   // "case id: reason"
   std::vector<std::string> warnings;  // claims without cases, uncovered claims
 };

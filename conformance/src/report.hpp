@@ -1,42 +1,36 @@
-// Report writers: a small streaming JSON writer and XML escaping (JUnit).
+// What the report writers share without a runtime: JSON values through nlohmann-json (in
+// insertion order, so that report.json reads top-down), XML escaping (JUnit), and the worst-error
+// rows that report.json, junit.xml, report.html and `--verbose` show.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace deepx::conformance {
 
-std::string json_escape(std::string_view text);  // without the surrounding quotes
+using Json = nlohmann::ordered_json;
+
+// A double as JSON: JSON has no NaN or infinity, so those become the strings "nan", "inf" and
+// "-inf" (nlohmann would write null).
+Json json_number(double v);
+// Compact JSON text. Bytes that are not UTF-8 (a plugin's strings are the vendor's) become
+// U+FFFD instead of an exception.
+std::string json_text(const Json& value);
+
 std::string xml_escape(std::string_view text);
 
-// Writes compact JSON; the caller pairs begin/end calls. Non-finite doubles become strings
-// ("nan", "inf", "-inf") since JSON has no such numbers.
-class JsonWriter {
- public:
-  JsonWriter& begin_object();
-  JsonWriter& end_object();
-  JsonWriter& begin_array();
-  JsonWriter& end_array();
-  JsonWriter& key(std::string_view k);
-  JsonWriter& value(std::string_view v);
-  JsonWriter& value(const char* v) { return value(std::string_view(v)); }
-  JsonWriter& value(const std::string& v) { return value(std::string_view(v)); }
-  JsonWriter& value(double v);
-  JsonWriter& value(int64_t v);
-  JsonWriter& value(uint64_t v);
-  JsonWriter& value(int v) { return value(static_cast<int64_t>(v)); }
-  JsonWriter& value(bool v);
-  JsonWriter& null();
-  JsonWriter& raw(std::string_view json);  // an already-encoded value
-  const std::string& str() const { return out_; }
-
- private:
-  void separator();
-  std::string out_;
-  std::vector<bool> first_;  // per open container: no element written yet
-  bool after_key_ = false;
+// The float case with the largest ulp error of one (op, output dtype): the worst-error table.
+struct WorstError {
+  std::string op;     // as reports show it: "dx.add", "dx.add/backward"
+  std::string dtype;  // the output dtype
+  std::string id;     // the case id
+  uint64_t max_ulp = 0;
+  double max_abs = 0, max_rel = 0;
+  int64_t index = -1;  // the worst element
+  std::string expected, actual;
 };
 
 }  // namespace deepx::conformance

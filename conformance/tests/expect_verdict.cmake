@@ -1,10 +1,19 @@
 # Runs a command and checks its exit status and that its output matches every given regex.
-#   cmake "-DCOMMAND=a|b|c" -DEXPECT_EXIT=1 "-DEXPECT=re1|re2" -P expect_verdict.cmake
+#   cmake "-DCOMMAND=a|b|c" -DEXPECT_EXIT=1 "-DEXPECT=re1|re2" [-DEXPECT_ERR=re|re] [-DREJECT=re|re]
+#         [-DJSON=report.json "-DJSON_NONEMPTY=key|key"] -P expect_verdict.cmake
+# EXPECT: regexes stdout must match; EXPECT_ERR: regexes stderr must match; REJECT: regexes
+# stdout must not match; JSON_NONEMPTY: top-level arrays of the JSON file that must hold items.
 # ('|' separates list items so that the lists survive add_test(); items must not contain ';'.)
 string(REPLACE "|" ";" COMMAND "${COMMAND}")
 string(REPLACE "|" ";" EXPECT "${EXPECT}")
+string(REPLACE "|" ";" EXPECT_ERR "${EXPECT_ERR}")
+string(REPLACE "|" ";" REJECT "${REJECT}")
+string(REPLACE "|" ";" JSON_NONEMPTY "${JSON_NONEMPTY}")
 if(SETUP_DIR)  # a directory the command writes into
   file(MAKE_DIRECTORY "${SETUP_DIR}")
+endif()
+if(JSON)
+  file(REMOVE "${JSON}")
 endif()
 execute_process(COMMAND ${COMMAND} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 message("${out}")
@@ -15,4 +24,22 @@ foreach(re IN LISTS EXPECT)
   if(NOT out MATCHES "${re}")
     message(FATAL_ERROR "output does not match '${re}'")
   endif()
+endforeach()
+foreach(re IN LISTS EXPECT_ERR)
+  if(NOT err MATCHES "${re}")
+    message(FATAL_ERROR "stderr does not match '${re}':\n${err}")
+  endif()
+endforeach()
+foreach(re IN LISTS REJECT)
+  if(out MATCHES "${re}")
+    message(FATAL_ERROR "output matches '${re}', which it must not")
+  endif()
+endforeach()
+foreach(key IN LISTS JSON_NONEMPTY)
+  file(READ "${JSON}" json)
+  string(JSON n LENGTH "${json}" "${key}")
+  if(n LESS 1)
+    message(FATAL_ERROR "${JSON}: '${key}' is empty")
+  endif()
+  message("ok: ${JSON}: ${n} items in '${key}'")
 endforeach()

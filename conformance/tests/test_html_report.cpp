@@ -30,6 +30,7 @@ HtmlReportData sample() {
   HtmlCase fail{"dx.exp", "f16", "FAIL", "id5", "1 ulp", "r5", true, true, 300};
   d.cases = {pass, ulp, crash, ns, fail};
   d.warnings = {"a <warning>"};
+  d.worst_errors = {{"dx.exp", "f16", "id5", 300, 0.25, 0.125, 4, "1.5", "<1.75>"}};
   return d;
 }
 
@@ -78,6 +79,17 @@ TEST(CertifyHtml, ShowsVerdictMatrixHistogramsAndFailures) {
   EXPECT_NE(html.find("<pre>r5</pre>"), std::string::npos);
   EXPECT_NE(html.find("RELAXED (0)"), std::string::npos);
   EXPECT_NE(html.find("a &lt;warning&gt;"), std::string::npos);
+}
+
+TEST(CertifyHtml, ShowsTheWorstErrorPerOpAndDtype) {
+  const std::string html = render_html_report(sample());
+  EXPECT_NE(html.find("<h2>Worst errors (per op and output dtype)</h2>"), std::string::npos);
+  EXPECT_NE(html.find("<tr><td class=\"op\">dx.exp</td><td>f16</td><td>300</td><td>0.25</td><td>0.125</td>"
+                      "<td class=\"mono\">id5</td><td class=\"mono\">[4] expected 1.5 got &lt;1.75&gt;</td></tr>"),
+            std::string::npos);
+  HtmlReportData none = sample();
+  none.worst_errors.clear();
+  EXPECT_EQ(render_html_report(none).find("<table class=\"worst\">"), std::string::npos);
 }
 
 TEST(CertifyHtml, UlpBuckets) {

@@ -1,28 +1,34 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
+#include <string>
 
+#include "digest.hpp"
 #include "report.hpp"
-#include "sha256.h"  // deepx::sha256, shared with the host
 
 using namespace deepx::conformance;
-using deepx::util::sha256_hex;
 
-TEST(CertifyJson, EscapesEverythingJsonRequires) {
-  EXPECT_EQ(json_escape("a\"b\\c\n\t\x01"), "a\\\"b\\\\c\\n\\t\\u0001");
-  EXPECT_EQ(json_escape("ünïcode"), "ünïcode");
+TEST(CertifyJson, NonFiniteNumbersAreStrings) {
+  Json j = {{"a", json_number(2.5)}, {"nan", json_number(NAN)}, {"inf", json_number(INFINITY)},
+            {"minf", json_number(-INFINITY)}};
+  EXPECT_EQ(json_text(j), "{\"a\":2.5,\"nan\":\"nan\",\"inf\":\"inf\",\"minf\":\"-inf\"}");
 }
 
-TEST(CertifyJson, WriterNestsAndSeparates) {
-  JsonWriter w;
-  w.begin_object();
-  w.key("a").value(int64_t{1});
-  w.key("b").begin_array().value("x").value(2.5).value(true).null().end_array();
-  w.key("c").value(NAN);
-  w.key("d").begin_object().end_object();
-  w.key("e").raw("[1,2]");
-  w.end_object();
-  EXPECT_EQ(w.str(), "{\"a\":1,\"b\":[\"x\",2.5,true,null],\"c\":\"nan\",\"d\":{},\"e\":[1,2]}");
+TEST(CertifyJson, KeepsInsertionOrderAndEscapes) {
+  Json j;
+  j["z"] = "a\"b\\c\n\t\x01";
+  j["a"] = Json::array({1, "x", true, nullptr});
+  EXPECT_EQ(json_text(j), "{\"z\":\"a\\\"b\\\\c\\n\\t\\u0001\",\"a\":[1,\"x\",true,null]}");
+}
+
+TEST(CertifyJson, BytesThatAreNotUtf8DoNotThrow) {
+  Json j = {{"name", std::string("plugin\xff\xfe")}};
+  std::string text;
+  ASSERT_NO_THROW(text = json_text(j));
+  EXPECT_EQ(text, "{\"name\":\"plugin\xef\xbf\xbd\xef\xbf\xbd\"}");
+  EXPECT_EQ(Json::parse(text)["name"], "plugin\xef\xbf\xbd\xef\xbf\xbd");
 }
 
 TEST(CertifyXml, Escapes) { EXPECT_EQ(xml_escape("<a b='c'>&\"\x02"), "&lt;a b=&apos;c&apos;&gt;&amp;&quot;?"); }
@@ -34,4 +40,17 @@ TEST(CertifySha256, KnownVectors) {
             "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
   std::string million(1000000, 'a');
   EXPECT_EQ(sha256_hex(million), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST(CertifySha256, FileMatchesItsBytesAndAMissingFileIsNullopt) {
+  char path[] = "/tmp/deepx-sha256-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  std::string bytes(200000, 'a');  // more than one read buffer
+  bytes += "abc";
+  ASSERT_EQ(write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  close(fd);
+  EXPECT_EQ(sha256_file(path), sha256_hex(bytes));
+  std::remove(path);
+  EXPECT_FALSE(sha256_file(path).has_value());
 }
