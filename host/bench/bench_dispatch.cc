@@ -2,8 +2,9 @@
 // directly through its function pointer, in one run (target in docs/performance-method.md:
 // <= 50 ns above direct).
 //
-// The direct path dlopens the same plugin file, calls its entry and init with a minimal host
-// that records the dx.add f32 kernel, and calls that kernel with a prebuilt dx_kernel_call_t.
+// The direct path dlopens the same plugin file, calls its entry and init with the shared test
+// host (deepx::testing::TestHost), and calls its dx.add f32 kernel with a prebuilt
+// dx_kernel_call_t.
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
 
@@ -18,6 +19,7 @@
 
 #include "deepx/host.h"
 #include "deepx/plugin.h"
+#include "deepx/testing/test_host.h"
 
 namespace {
 
@@ -29,53 +31,10 @@ struct DirectKernel {
 };
 DirectKernel g_direct;
 
-struct BenchError {
-  dx_status_t code;
-};
-
-dx_error_t* ErrCreate(dx_status_t code, const char*) {
-  return reinterpret_cast<dx_error_t*>(new BenchError{code});
-}
-void ErrDestroy(dx_error_t* e) { delete reinterpret_cast<BenchError*>(e); }
-dx_status_t ErrCode(const dx_error_t* e) {
-  return e ? reinterpret_cast<const BenchError*>(e)->code : DX_OK;
-}
-const char* ErrMessage(const dx_error_t*) { return "bench error"; }
-void Log(dx_host_context_t*, int32_t, const char*) {}
-void* Alloc(uint64_t size, uint64_t alignment) {
-  void* p = nullptr;
-  return posix_memalign(&p, alignment ? alignment : 64, size ? size : 1) == 0 ? p : nullptr;
-}
-void Free(void* p) { free(p); }
-dx_error_t* RegKernel(dx_host_context_t*, const dx_kernel_desc_t* d) {
-  if (std::strcmp(d->op_name, "dx.add") == 0 && d->num_inputs == 2 && d->num_outputs == 1 &&
-      d->dtypes[0].code == kDLFloat && d->dtypes[0].bits == 32 && d->dtypes[1].bits == 32) {
-    g_direct.forward = d->forward;
-    g_direct.data = d->kernel_data;
-  }
-  return nullptr;
-}
-dx_error_t* RegSpace(dx_host_context_t*, const dx_memory_space_desc_t*) { return nullptr; }
-dx_error_t* RegTransport(dx_host_context_t*, const dx_transport_desc_t*) { return nullptr; }
-
-dx_host_t MakeHost() {
-  dx_host_t h;
-  std::memset(&h, 0, sizeof h);
-  h.struct_size = DX_HOST_SIZE_1_0;
-  h.abi_version = DX_ABI_VERSION;
-  h.error_create = ErrCreate;
-  h.error_destroy = ErrDestroy;
-  h.error_code = ErrCode;
-  h.error_message = ErrMessage;
-  h.log = Log;
-  h.host_alloc = Alloc;
-  h.host_free = Free;
-  h.register_kernel = RegKernel;
-  h.register_memory_space = RegSpace;
-  h.register_transport = RegTransport;
-  return h;
-}
-const dx_host_t g_bench_host = MakeHost();
+// The direct path's host: the shared test host (testing/), which records what the plugin
+// registers.
+deepx::testing::TestHost g_bench_host;
+constexpr DLDataType kF32{kDLFloat, 32, 1};
 
 // True when a host call succeeded; otherwise prints what failed with the error's code and
 // message, and frees the error.
@@ -132,16 +91,17 @@ struct Fixture {
       return;
     }
     // The direct path: same file, its own init with the bench host.
-    void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    auto entry = lib ? reinterpret_cast<dx_plugin_entry_fn>(dlsym(lib, DX_PLUGIN_ENTRY_SYMBOL))
-                     : nullptr;
-    const dx_plugin_t* p = entry ? entry(DX_ABI_VERSION, DX_ABI_VERSION) : nullptr;
-    void* state = nullptr;
-    if (p == nullptr || p->init(&g_bench_host, nullptr, &state) != nullptr ||
-        g_direct.forward == nullptr) {
-      std::fprintf(stderr, "cannot find the dx.add f32 kernel of %s directly\n", path.c_str());
+    // Never shut down: the benchmarks call its kernel until the process exits.
+    const auto* load = new deepx::testing::PluginLoad(path.c_str(), g_bench_host);
+    const deepx::testing::RegisteredKernel* k =
+        load->ok() ? g_bench_host.find("dx.add", {kF32, kF32}, {kF32}, kDLCPU) : nullptr;
+    if (k == nullptr) {
+      std::fprintf(stderr, "cannot find the dx.add f32 kernel of %s directly%s%s\n", path.c_str(),
+                   load->ok() ? "" : ": ", load->error().c_str());
       return;
     }
+    g_direct.forward = k->desc.forward;
+    g_direct.data = k->desc.kernel_data;
     ok = true;
   }
   ~Fixture() {
@@ -174,7 +134,7 @@ struct DirectCall {
     call.outputs = out;
     call.num_inputs = 2;
     call.num_outputs = 1;
-    call.host = &g_bench_host;
+    call.host = g_bench_host.host();
   }
 };
 

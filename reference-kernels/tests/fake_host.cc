@@ -1,6 +1,5 @@
 #include "fake_host.hpp"
 
-#include <atomic>
 #include <cstring>
 #include <stdexcept>
 
@@ -8,96 +7,6 @@
 #include "deepx/reference/register.h"
 
 namespace deepx::ref::testing {
-namespace {
-
-std::atomic<int> g_live_errors{0};
-
-dx_error_t* fake_error_create(dx_status_t code, const char* message) {
-  ++g_live_errors;
-  return new dx_error{code, message != nullptr ? message : ""};
-}
-void fake_error_destroy(dx_error_t* error) {
-  if (error == nullptr) return;
-  --g_live_errors;
-  delete error;
-}
-dx_status_t fake_error_code(const dx_error_t* error) { return error ? error->code : DX_OK; }
-const char* fake_error_message(const dx_error_t* error) { return error ? error->message.c_str() : ""; }
-void fake_log(dx_host_context_t*, int32_t, const char*) {}
-void* fake_host_alloc(uint64_t size, uint64_t) { return std::malloc(size ? size : 1); }
-void fake_host_free(void* p) { std::free(p); }
-
-dx_error_t* fake_register_kernel(dx_host_context_t* context, const dx_kernel_desc_t* desc) {
-  auto* self = reinterpret_cast<FakeHost*>(context);
-  if (desc == nullptr || desc->op_name == nullptr || desc->forward == nullptr ||
-      desc->struct_size < DX_KERNEL_DESC_SIZE_1_0 || desc->num_inputs < 0 ||
-      desc->num_outputs < 0) {
-    return fake_error_create(DX_INVALID_ARGUMENT, "malformed kernel descriptor");
-  }
-  RegisteredKernel k;
-  k.desc = *desc;
-  k.op = desc->op_name;
-  k.dtypes.assign(desc->dtypes, desc->dtypes + desc->num_inputs + desc->num_outputs);
-  k.desc.op_name = nullptr;  // borrowed for the call only
-  k.desc.dtypes = nullptr;
-  const std::vector<DLDataType> in(k.dtypes.begin(), k.dtypes.begin() + desc->num_inputs);
-  const std::vector<DLDataType> out(k.dtypes.begin() + desc->num_inputs, k.dtypes.end());
-  const std::string key = FakeHost::key(k.op, in, out) + "@" + std::to_string(desc->device_type);
-  if (!self->kernels.emplace(key, std::move(k)).second) {
-    return fake_error_create(DX_ALREADY_EXISTS, key.c_str());
-  }
-  return nullptr;
-}
-
-dx_error_t* fake_register_memory_space(dx_host_context_t* context, const dx_memory_space_desc_t* desc) {
-  auto* self = reinterpret_cast<FakeHost*>(context);
-  RegisteredSpace s;
-  s.desc = *desc;
-  s.name = desc->name;
-  s.desc.name = nullptr;
-  for (const RegisteredSpace& other : self->spaces) {
-    if (other.name == s.name) return fake_error_create(DX_ALREADY_EXISTS, s.name.c_str());
-  }
-  self->spaces.push_back(std::move(s));
-  return nullptr;
-}
-
-dx_error_t* fake_register_transport(dx_host_context_t*, const dx_transport_desc_t*) {
-  return fake_error_create(DX_UNSUPPORTED, "no transports in the fake host");
-}
-
-std::string dtype_text(DLDataType t) {
-  if (auto d = from_dlpack(t)) return name_of(*d);
-  return "code" + std::to_string(t.code) + "b" + std::to_string(t.bits) + "l" + std::to_string(t.lanes);
-}
-
-}  // namespace
-
-FakeHost::FakeHost() {
-  host_.struct_size = DX_HOST_SIZE_1_0;
-  host_.abi_version = DX_ABI_VERSION;
-  host_.error_create = &fake_error_create;
-  host_.error_destroy = &fake_error_destroy;
-  host_.error_code = &fake_error_code;
-  host_.error_message = &fake_error_message;
-  host_.log = &fake_log;
-  host_.host_alloc = &fake_host_alloc;
-  host_.host_free = &fake_host_free;
-  host_.register_kernel = &fake_register_kernel;
-  host_.register_memory_space = &fake_register_memory_space;
-  host_.register_transport = &fake_register_transport;
-}
-
-std::string FakeHost::key(const std::string& op, const std::vector<DLDataType>& inputs,
-                          const std::vector<DLDataType>& outputs) {
-  std::string s = op + "(";
-  for (std::size_t i = 0; i < inputs.size(); ++i) s += (i ? "," : "") + dtype_text(inputs[i]);
-  s += ")->(";
-  for (std::size_t i = 0; i < outputs.size(); ++i) s += (i ? "," : "") + dtype_text(outputs[i]);
-  return s + ")";
-}
-
-int FakeHost::live_errors() { return g_live_errors.load(); }
 
 Status take(const dx_host_t* host, dx_error_t* error) {
   Status s;
@@ -310,15 +219,8 @@ const RegisteredKernel* Reference::find(const std::string& op, const std::vector
   std::vector<DLDataType> in, out;
   for (DType d : inputs) in.push_back(to_dlpack(d));
   for (DType d : outputs) out.push_back(to_dlpack(d));
-  auto it = fake_.kernels.find(FakeHost::key(op, in, out) + "@" + std::to_string(kDLCPU));
-  if (it == fake_.kernels.end() && !in.empty()) {
-    // A variadic kernel is keyed by its one shared input dtype.
-    it = fake_.kernels.find(FakeHost::key(op, {in[0]}, out) + "@" + std::to_string(kDLCPU));
-    if (it != fake_.kernels.end() && !(it->second.desc.flags & DX_KERNEL_FLAG_VARIADIC)) {
-      it = fake_.kernels.end();
-    }
-  }
-  return it == fake_.kernels.end() ? nullptr : &it->second;
+  // A variadic kernel is keyed by its one shared input dtype; find() matches it too.
+  return fake_.find(op, in, out, kDLCPU);
 }
 
 Status Reference::call(const std::string& op, const std::vector<const TestTensor*>& inputs,

@@ -1,61 +1,22 @@
-// A minimal fake host for the reference-kernel tests: a dx_host_t whose error_create allocates
-// a dx_error defined here and whose register_kernel stores descriptors in a map, plus owned test
-// tensors and a helper that calls a registered kernel through dx_kernel_call_t exactly as a host
-// would. Nothing here shares code with deepx's real host.
+// The reference-kernel tests' host: deepx::testing::TestHost (testing/), the shared fake host
+// that records registered kernels and spaces, plus owned test tensors and a helper that calls a
+// registered kernel through dx_kernel_call_t exactly as a host would. Nothing here shares code
+// with deepx's real host.
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <string>
 #include <vector>
 
 #include "deepx/plugin.h"
 #include "deepx/reference/kernels.hpp"
-
-// The fake host's private error layout (the ABI keeps dx_error opaque; each host defines it).
-struct dx_error {
-  dx_status_t code;
-  std::string message;
-};
+#include "deepx/testing/test_host.h"
 
 namespace deepx::ref::testing {
 
-// A registered kernel, with the descriptor's borrowed data copied.
-struct RegisteredKernel {
-  dx_kernel_desc_t desc{};
-  std::string op;
-  std::vector<DLDataType> dtypes;
-};
-
-// A registered memory space.
-struct RegisteredSpace {
-  dx_memory_space_desc_t desc{};
-  std::string name;
-};
-
-class FakeHost {
- public:
-  FakeHost();
-  FakeHost(const FakeHost&) = delete;
-  FakeHost& operator=(const FakeHost&) = delete;
-
-  const dx_host_t* host() const { return &host_; }
-  dx_host_t* mutable_host() { return &host_; }
-  dx_host_context_t* context() { return reinterpret_cast<dx_host_context_t*>(this); }
-
-  // "dx.add(f32,f32)->(f32)"
-  static std::string key(const std::string& op, const std::vector<DLDataType>& inputs,
-                         const std::vector<DLDataType>& outputs);
-
-  std::map<std::string, RegisteredKernel> kernels;
-  std::vector<RegisteredSpace> spaces;
-
-  // Errors created and not yet destroyed, across all fake hosts (leak check).
-  static int live_errors();
-
- private:
-  dx_host_t host_{};
-};
+using FakeHost = deepx::testing::TestHost;
+using RegisteredKernel = deepx::testing::RegisteredKernel;
+using RegisteredSpace = deepx::testing::RegisteredSpace;
 
 // Outcome of a call: DX_OK or an error code and its message (the error is destroyed).
 struct Status {

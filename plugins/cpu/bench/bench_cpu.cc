@@ -5,8 +5,9 @@
 // repeats (default 5 repetitions, randomly interleaved); the summary prints medians, min/max
 // and the ratios, plus the machine line.
 //
-// The plugin is dlopen'ed and driven through the C ABI with a minimal in-process host, exactly
-// as the host runtime would call it (cached function pointer, no lookup per call).
+// The plugin is dlopen'ed and driven through the C ABI with the shared test host
+// (deepx::testing::TestHost), exactly as the host runtime would call it (cached function
+// pointer, no lookup per call).
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 #include <dlfcn.h>
@@ -23,76 +24,27 @@
 #include <vector>
 
 #include "deepx/plugin.h"
+#include "deepx/testing/test_host.h"
 
 namespace {
 
-// ---- a minimal host ------------------------------------------------------------------------------
+// ---- the test host ------------------------------------------------------------------------------
 
-struct BenchError {
-  dx_status_t code;
-  std::string message;
-};
-std::map<std::string, dx_kernel_fn> g_kernels;  // "op:dtype bits,..." -> forward
-
-dx_error_t* error_create(dx_status_t code, const char* message) {
-  return reinterpret_cast<dx_error_t*>(new BenchError{code, message ? message : ""});
-}
-void error_destroy(dx_error_t* e) { delete reinterpret_cast<BenchError*>(e); }
-dx_status_t error_code(const dx_error_t* e) {
-  return e ? reinterpret_cast<const BenchError*>(e)->code : DX_OK;
-}
-const char* error_message(const dx_error_t* e) {
-  return e ? reinterpret_cast<const BenchError*>(e)->message.c_str() : "";
-}
-void log_message(dx_host_context_t*, int32_t, const char*) {}
-
-std::string key(const char* op, const DLDataType* dtypes, int n) {
-  std::string k = op;
-  for (int i = 0; i < n; ++i) {
-    k += ":" + std::to_string(dtypes[i].code) + "." + std::to_string(dtypes[i].bits);
-  }
-  return k;
-}
-dx_error_t* register_kernel(dx_host_context_t*, const dx_kernel_desc_t* d) {
-  g_kernels[key(d->op_name, d->dtypes, d->num_inputs + d->num_outputs)] = d->forward;
-  return nullptr;
-}
-dx_error_t* register_space(dx_host_context_t*, const dx_memory_space_desc_t*) { return nullptr; }
-dx_error_t* register_transport(dx_host_context_t*, const dx_transport_desc_t*) { return nullptr; }
-
-const dx_host_t kHost = {DX_HOST_SIZE_1_0,
-                         DX_ABI_VERSION,
-                         0,
-                         &error_create,
-                         &error_destroy,
-                         &error_code,
-                         &error_message,
-                         &log_message,
-                         nullptr,
-                         nullptr,
-                         &register_kernel,
-                         &register_space,
-                         &register_transport};
+// What the plugin registered, through the shared test host (testing/).
+deepx::testing::TestHost g_host;
 
 constexpr DLDataType kF32{kDLFloat, 32, 1};
 
 dx_kernel_fn find(const char* op, std::vector<DLDataType> sig) {
-  auto it = g_kernels.find(key(op, sig.data(), static_cast<int>(sig.size())));
-  return it == g_kernels.end() ? nullptr : it->second;
+  const deepx::testing::RegisteredKernel* k = g_host.find(op, sig, kDLCPU);
+  return k == nullptr ? nullptr : k->desc.forward;
 }
 
 bool load_plugin() {
-  void* lib = dlopen(DEEPX_CPU_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) {
-    std::fprintf(stderr, "cannot load %s: %s\n", DEEPX_CPU_PLUGIN_PATH, dlerror());
-    return false;
-  }
-  auto entry = reinterpret_cast<dx_plugin_entry_fn>(dlsym(lib, DX_PLUGIN_ENTRY_SYMBOL));
-  const dx_plugin_t* plugin = entry ? entry(DX_ABI_VERSION, DX_ABI_VERSION) : nullptr;
-  void* state = nullptr;
-  dx_error_t* e = plugin ? plugin->init(&kHost, nullptr, &state) : nullptr;
-  if (plugin == nullptr || e != nullptr) {
-    std::fprintf(stderr, "plugin init failed: %s\n", error_message(e));
+  // Never shut down: the benchmarks use the plugin until the process exits.
+  const auto* load = new deepx::testing::PluginLoad(DEEPX_CPU_PLUGIN_PATH, g_host);
+  if (!load->ok()) {
+    std::fprintf(stderr, "cannot load %s: %s\n", DEEPX_CPU_PLUGIN_PATH, load->error().c_str());
     return false;
   }
   return true;
@@ -135,12 +87,12 @@ void call_kernel(dx_kernel_fn fn, std::vector<const DLTensor*> in, std::vector<c
   call.outputs = out.data();
   call.num_inputs = static_cast<int32_t>(in.size());
   call.num_outputs = static_cast<int32_t>(out.size());
-  call.host = &kHost;
+  call.host = g_host.host();
   for (auto _ : state) {
     dx_error_t* e = fn(&call);
     if (e != nullptr) {
-      state.SkipWithError(error_message(e));
-      error_destroy(e);
+      const std::string message = deepx::testing::TestHost::take(e).message;
+      state.SkipWithError(message.c_str());
       break;
     }
     benchmark::ClobberMemory();

@@ -1,6 +1,6 @@
 // Unit tests of libdeepx-plugin-cpu.so, driven only through the C ABI: the test dlopens the
-// built plugin, plays a minimal host (errors, kernel and memory-space registries) and calls
-// the registered kernels on hand-built DLTensors.
+// built plugin, initialises it with the shared test host (deepx::testing::TestHost, which
+// records its kernels and memory space) and calls the registered kernels on hand-built DLTensors.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -21,98 +21,25 @@
 
 #include "deepx/ops.h"
 #include "deepx/plugin.h"
+#include "deepx/testing/test_host.h"
 
 namespace {
 
-// ---- the fake host ----------------------------------------------------------------------------
+// ---- the test host ------------------------------------------------------------------------------
 
-struct FakeError {
-  dx_status_t code;
-  std::string message;
-};
+using deepx::testing::RegisteredKernel;
+using deepx::testing::TestHost;
 
-struct RegisteredKernel {
-  std::string op;
-  int32_t device_type;
-  int32_t num_inputs, num_outputs;
-  std::vector<DLDataType> dtypes;
-  dx_kernel_flags_t flags;
-  void* kernel_data;
-  dx_kernel_fn forward;
-};
-
-struct FakeRegistry {
-  std::vector<RegisteredKernel> kernels;
-  std::vector<dx_memory_space_desc_t> spaces;
-  std::vector<std::string> space_names;
-};
-FakeRegistry g_registry;
-
-dx_error_t* fake_error_create(dx_status_t code, const char* message) {
-  return reinterpret_cast<dx_error_t*>(new FakeError{code, message ? message : ""});
-}
-void fake_error_destroy(dx_error_t* e) { delete reinterpret_cast<FakeError*>(e); }
-dx_status_t fake_error_code(const dx_error_t* e) {
-  return e ? reinterpret_cast<const FakeError*>(e)->code : DX_OK;
-}
-const char* fake_error_message(const dx_error_t* e) {
-  return e ? reinterpret_cast<const FakeError*>(e)->message.c_str() : "";
-}
-void fake_log(dx_host_context_t*, int32_t, const char*) {}
+// What the plugin registered, through the shared test host (testing/).
+TestHost g_host;
 
 bool same(DLDataType a, DLDataType b) { return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes; }
 
-dx_error_t* fake_register_kernel(dx_host_context_t*, const dx_kernel_desc_t* d) {
-  if (d == nullptr || d->op_name == nullptr || d->forward == nullptr || d->dtypes == nullptr ||
-      d->struct_size < DX_KERNEL_DESC_SIZE_1_0) {
-    return fake_error_create(DX_INVALID_ARGUMENT, "malformed kernel descriptor");
-  }
-  RegisteredKernel k{d->op_name, d->device_type, d->num_inputs, d->num_outputs,
-                     std::vector<DLDataType>(d->dtypes, d->dtypes + d->num_inputs + d->num_outputs),
-                     d->flags, d->kernel_data, d->forward};
-  for (const auto& other : g_registry.kernels) {
-    if (other.op == k.op && other.device_type == k.device_type &&
-        other.dtypes.size() == k.dtypes.size() &&
-        std::equal(other.dtypes.begin(), other.dtypes.end(), k.dtypes.begin(), same)) {
-      return fake_error_create(DX_ALREADY_EXISTS, ("duplicate kernel " + k.op).c_str());
-    }
-  }
-  g_registry.kernels.push_back(std::move(k));
-  return nullptr;
-}
-
-dx_error_t* fake_register_space(dx_host_context_t*, const dx_memory_space_desc_t* d) {
-  g_registry.spaces.push_back(*d);
-  g_registry.space_names.emplace_back(d->name);
-  return nullptr;
-}
-
-dx_error_t* fake_register_transport(dx_host_context_t*, const dx_transport_desc_t*) {
-  return fake_error_create(DX_UNSUPPORTED, "no transports in this test");
-}
-
-const dx_host_t kHost = {
-    DX_HOST_SIZE_1_0,
-    DX_ABI_VERSION,
-    0,
-    &fake_error_create,
-    &fake_error_destroy,
-    &fake_error_code,
-    &fake_error_message,
-    &fake_log,
-    nullptr,
-    nullptr,
-    &fake_register_kernel,
-    &fake_register_space,
-    &fake_register_transport,
-};
-
-/// Loads the plugin once per process and initialises it with the fake host.
+/// Loads the plugin once per process and initialises it with the test host (never shut down).
 struct LoadedPlugin {
   void* library = nullptr;
-  const dx_plugin_t* plugin = nullptr;
-  void* state = nullptr;
-  std::string init_error;
+  const dx_plugin_t* plugin = nullptr;  // set when the entry returned a descriptor
+  std::string init_error;               // why the load or init failed, or ""
 
   static LoadedPlugin& get() {
     static LoadedPlugin instance;
@@ -121,26 +48,10 @@ struct LoadedPlugin {
 
  private:
   LoadedPlugin() {
-    library = dlopen(DEEPX_CPU_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
-    if (library == nullptr) {
-      init_error = dlerror();
-      return;
-    }
-    auto entry = reinterpret_cast<dx_plugin_entry_fn>(dlsym(library, DX_PLUGIN_ENTRY_SYMBOL));
-    if (entry == nullptr) {
-      init_error = "no entry symbol";
-      return;
-    }
-    plugin = entry(DX_ABI_VERSION, DX_ABI_VERSION);
-    if (plugin == nullptr) {
-      init_error = "entry refused the ABI version";
-      return;
-    }
-    dx_error_t* e = plugin->init(&kHost, reinterpret_cast<dx_host_context_t*>(this), &state);
-    if (e != nullptr) {
-      init_error = fake_error_message(e);
-      fake_error_destroy(e);
-    }
+    const auto* load = new deepx::testing::PluginLoad(DEEPX_CPU_PLUGIN_PATH, g_host);
+    library = load->library();
+    plugin = load->plugin();
+    init_error = load->error();
   }
 };
 
@@ -311,13 +222,7 @@ struct Outcome {
 };
 
 const RegisteredKernel* find_kernel(const std::string& op, const std::vector<DLDataType>& sig) {
-  for (const auto& k : g_registry.kernels) {
-    if (k.op == op && k.dtypes.size() == sig.size() &&
-        std::equal(k.dtypes.begin(), k.dtypes.end(), sig.begin(), same)) {
-      return &k;
-    }
-  }
-  return nullptr;
+  return g_host.find(op, sig, kDLCPU);
 }
 
 struct Attr {
@@ -365,20 +270,20 @@ Outcome invoke(const std::string& op, std::vector<Tensor*> inputs, std::vector<T
   }
   dx_kernel_call_t call{};
   call.struct_size = DX_KERNEL_CALL_SIZE_1_0;
-  call.kernel_data = k->kernel_data;
+  call.kernel_data = k->desc.kernel_data;
   call.inputs = in.data();
   call.outputs = out.data();
   call.attrs = attrs.data();
   call.num_inputs = static_cast<int32_t>(in.size());
   call.num_outputs = static_cast<int32_t>(out.size());
   call.num_attrs = static_cast<int32_t>(attrs.size());
-  call.host = &kHost;
-  dx_error_t* e = k->forward(&call);
+  call.host = g_host.host();
+  dx_error_t* e = k->desc.forward(&call);
   Outcome r;
   if (e != nullptr) {
-    r.code = fake_error_code(e);
-    r.message = fake_error_message(e);
-    fake_error_destroy(e);
+    r.code = TestHost::error_code(e);
+    r.message = TestHost::error_message(e);
+    TestHost::destroy_error(e);
   }
   return r;
 }
@@ -420,8 +325,8 @@ TEST_F(CpuPlugin, DescriptorAndRegistrations) {
   // The whole op set v1: the same 704 signatures the reference registers
   // (reference-kernels/src/registry.cc), 292 of them with a backward kernel; the conformance
   // runner lists any claim the reference does not cover.
-  EXPECT_EQ(g_registry.kernels.size(), 704u);
-  for (const auto& k : g_registry.kernels) EXPECT_EQ(k.device_type, kDLCPU) << k.op;
+  EXPECT_EQ(g_host.kernels.size(), 704u);
+  for (const auto& [key, k] : g_host.kernels) EXPECT_EQ(k.desc.device_type, kDLCPU) << key;
 
   for (DLDataType t : kIntTypes) {
     EXPECT_NE(find_kernel("dx.sum", {t, kI64}), nullptr) << name_of(t);
@@ -436,13 +341,13 @@ TEST_F(CpuPlugin, DescriptorAndRegistrations) {
   EXPECT_NE(find_kernel("dx.transpose", {kBool, kBool}), nullptr);
   const auto* add = find_kernel("dx.add", {kF32, kF32, kF32});
   ASSERT_NE(add, nullptr);
-  EXPECT_TRUE(add->flags & DX_KERNEL_FLAG_INPLACE);
-  EXPECT_TRUE(add->flags & DX_KERNEL_FLAG_DETERMINISTIC);
-  EXPECT_TRUE(find_kernel("dx.sum", {kF32, kF32})->flags & DX_KERNEL_FLAG_DETERMINISTIC);
+  EXPECT_TRUE(add->desc.flags & DX_KERNEL_FLAG_INPLACE);
+  EXPECT_TRUE(add->desc.flags & DX_KERNEL_FLAG_DETERMINISTIC);
+  EXPECT_TRUE(find_kernel("dx.sum", {kF32, kF32})->desc.flags & DX_KERNEL_FLAG_DETERMINISTIC);
 
-  ASSERT_EQ(g_registry.spaces.size(), 1u);
-  const auto& s = g_registry.spaces[0];
-  EXPECT_EQ(g_registry.space_names[0], "cpu");
+  ASSERT_EQ(g_host.spaces.size(), 1u);
+  const auto& s = g_host.spaces[0].desc;
+  EXPECT_EQ(g_host.spaces[0].name, "cpu");
   EXPECT_EQ(s.device.device_type, kDLCPU);
   EXPECT_EQ(s.device.device_id, 0);
   EXPECT_EQ(s.kind, DX_MEMORY_HOST);
@@ -495,13 +400,15 @@ bool cpu_runs(const std::string& isa) {
   return isa == "baseline";
 }
 
-// Initialises `p` with the fake host and returns its init error's status and message (or DX_OK).
+// Initialises `p` with a test host of its own and returns its init error's status and message
+// (or DX_OK).
 std::pair<dx_status_t, std::string> init_status(const dx_plugin_t* p) {
   void* state = nullptr;
-  dx_error_t* e = p->init(&kHost, nullptr, &state);
+  TestHost host;  // its own: a variant this CPU runs would register its kernels again
+  dx_error_t* e = p->init(host.host(), host.context(), &state);
   if (e == nullptr) return {DX_OK, ""};
-  std::pair<dx_status_t, std::string> r{fake_error_code(e), fake_error_message(e)};
-  fake_error_destroy(e);
+  std::pair<dx_status_t, std::string> r{TestHost::error_code(e), TestHost::error_message(e)};
+  TestHost::destroy_error(e);
   return r;
 }
 
@@ -564,7 +471,7 @@ TEST(CpuIsaVariants, EntryPicksTheBestVariantTheCpuRunsOrTheOneAsked) {
 // ---- memory space ------------------------------------------------------------------------------
 
 TEST_F(CpuPlugin, MemorySpace) {
-  const auto& s = g_registry.spaces.at(0);
+  const auto& s = g_host.spaces.at(0).desc;
   void* p = reinterpret_cast<void*>(1);
   ASSERT_EQ(s.alloc(s.space_data, 0, nullptr, &p), nullptr);
   EXPECT_EQ(p, nullptr);
@@ -579,11 +486,11 @@ TEST_F(CpuPlugin, MemorySpace) {
   ASSERT_EQ(s.fill(s.space_data, p, 998, &pattern2, 2, nullptr), nullptr);
   EXPECT_EQ(static_cast<uint16_t*>(p)[498], 0xbeef);
   dx_error_t* e = s.fill(s.space_data, p, 999, &pattern2, 2, nullptr);
-  EXPECT_EQ(fake_error_code(e), DX_INVALID_ARGUMENT);
-  fake_error_destroy(e);
+  EXPECT_EQ(TestHost::error_code(e), DX_INVALID_ARGUMENT);
+  TestHost::destroy_error(e);
   e = s.fill(s.space_data, p, 12, &pattern2, 3, nullptr);
-  EXPECT_EQ(fake_error_code(e), DX_INVALID_ARGUMENT);
-  fake_error_destroy(e);
+  EXPECT_EQ(TestHost::error_code(e), DX_INVALID_ARGUMENT);
+  TestHost::destroy_error(e);
 
   // Large copy (parallel path) and fill, all directions.
   const uint64_t big = 24u << 20;
@@ -601,16 +508,16 @@ TEST_F(CpuPlugin, MemorySpace) {
     EXPECT_EQ(std::memcmp(a, b, big), 0);
   }
   e = s.copy(s.space_data, b, a, 16, 9, nullptr);
-  EXPECT_EQ(fake_error_code(e), DX_INVALID_ARGUMENT);
-  fake_error_destroy(e);
+  EXPECT_EQ(TestHost::error_code(e), DX_INVALID_ARGUMENT);
+  TestHost::destroy_error(e);
   EXPECT_EQ(s.free(s.space_data, a, nullptr), nullptr);
   EXPECT_EQ(s.free(s.space_data, b, nullptr), nullptr);
   EXPECT_EQ(s.free(s.space_data, p, nullptr), nullptr);
   EXPECT_EQ(s.free(s.space_data, nullptr, nullptr), nullptr);
 
   e = s.alloc(s.space_data, UINT64_MAX - 8, nullptr, &p);
-  EXPECT_EQ(fake_error_code(e), DX_OUT_OF_MEMORY);
-  fake_error_destroy(e);
+  EXPECT_EQ(TestHost::error_code(e), DX_OUT_OF_MEMORY);
+  TestHost::destroy_error(e);
 }
 
 // ---- elementwise ------------------------------------------------------------------------------
@@ -1407,32 +1314,32 @@ TEST_F(CpuPlugin, ValidationErrors) {
   call.outputs = out;
   call.num_inputs = 2;
   call.num_outputs = 1;
-  call.host = &kHost;
-  dx_error_t* e = k->forward(&call);
-  EXPECT_EQ(fake_error_code(e), DX_SHAPE_MISMATCH);
-  fake_error_destroy(e);
+  call.host = g_host.host();
+  dx_error_t* e = k->desc.forward(&call);
+  EXPECT_EQ(TestHost::error_code(e), DX_SHAPE_MISMATCH);
+  TestHost::destroy_error(e);
   // Wrong arity.
   call.num_inputs = 1;
-  e = k->forward(&call);
-  EXPECT_EQ(fake_error_code(e), DX_INVALID_ARGUMENT);
-  fake_error_destroy(e);
+  e = k->desc.forward(&call);
+  EXPECT_EQ(TestHost::error_code(e), DX_INVALID_ARGUMENT);
+  TestHost::destroy_error(e);
   // Null tensor and null data.
   call.num_inputs = 2;
   in[1] = nullptr;
-  e = k->forward(&call);
-  EXPECT_EQ(fake_error_code(e), DX_INVALID_ARGUMENT);
-  fake_error_destroy(e);
+  e = k->desc.forward(&call);
+  EXPECT_EQ(TestHost::error_code(e), DX_INVALID_ARGUMENT);
+  TestHost::destroy_error(e);
   in[1] = b.get();
   b.dl.data = nullptr;
-  e = k->forward(&call);
-  EXPECT_EQ(fake_error_code(e), DX_INVALID_ARGUMENT);
-  fake_error_destroy(e);
+  e = k->desc.forward(&call);
+  EXPECT_EQ(TestHost::error_code(e), DX_INVALID_ARGUMENT);
+  TestHost::destroy_error(e);
   // Device memory is refused, not dereferenced.
   in[1] = b.get();
   b.dl.device = DLDevice{kDLCUDA, 0};
-  e = k->forward(&call);
-  EXPECT_EQ(fake_error_code(e), DX_INVALID_ARGUMENT);
-  fake_error_destroy(e);
+  e = k->desc.forward(&call);
+  EXPECT_EQ(TestHost::error_code(e), DX_INVALID_ARGUMENT);
+  TestHost::destroy_error(e);
   // Bad attribute type.
   Tensor x = make(kF32, {2, 2}), s = make(kF32, {2});
   dx_attr_t axes = Attr::f64("axes", 1.0);

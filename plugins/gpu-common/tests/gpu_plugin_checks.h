@@ -1,9 +1,9 @@
 // Checks shared by the tests of every build of the GPU plugin source: the emulated plugin
 // (always runs), the CUDA and HIP plugins (run on a machine with that GPU; otherwise every test
 // reports "skipped: no GPU"). Two harnesses:
-// - PluginUnderTest: dlopens the plugin with a small fake host and keeps the memory-space
-//   descriptors it registers, so the tests call the memory slots (alloc, copy, fill, streams,
-//   events, IPC) directly, as the host would;
+// - PluginUnderTest: dlopens the plugin with the shared test host (deepx::testing::TestHost),
+//   which keeps the memory-space descriptors it registers, so the tests call the memory slots
+//   (alloc, copy, fill, streams, events, IPC) directly, as the host would;
 // - HostPair: the public host API with the plugin and the reference loaded, to run one op on
 //   both and compare.
 // The including file defines DEEPX_GPU_TEST_PLUGIN_PATH and DEEPX_GPU_TEST_DEVICE.
@@ -23,127 +23,49 @@
 #include "../../../host/tests/dx_test_util.h"
 #include "deepx/host.h"
 #include "deepx/plugin.h"
+#include "deepx/testing/test_host.h"
 
 namespace deepx::gpu::testing {
 
-// ---- fake host -----------------------------------------------------------------------------
+// ---- the plugin alone, with the shared test host ---------------------------------------------
 
-struct dx_error_holder {
-  dx_status_t code;
-  std::string message;
-};
-
-inline dx_error_t* fake_error_create(dx_status_t code, const char* message) {
-  return reinterpret_cast<dx_error_t*>(new dx_error_holder{code, message ? message : ""});
-}
-inline void fake_error_destroy(dx_error_t* e) { delete reinterpret_cast<dx_error_holder*>(e); }
-inline dx_status_t fake_error_code(const dx_error_t* e) {
-  return e ? reinterpret_cast<const dx_error_holder*>(e)->code : DX_OK;
-}
-inline const char* fake_error_message(const dx_error_t* e) {
-  return e ? reinterpret_cast<const dx_error_holder*>(e)->message.c_str() : "";
-}
-
-/// What the plugin registered with the fake host.
-struct Registered {
-  std::vector<std::string> kernels;  // "op/device_type"
-  std::vector<dx_memory_space_desc_t> spaces;
-  std::vector<std::string> space_names;
-  std::vector<std::string> logs;
-};
-inline Registered* g_registered = nullptr;
-
-inline dx_error_t* fake_register_kernel(dx_host_context_t*, const dx_kernel_desc_t* d) {
-  g_registered->kernels.push_back(std::string(d->op_name) + "/" + std::to_string(d->device_type));
-  return nullptr;
-}
-inline dx_error_t* fake_register_space(dx_host_context_t*, const dx_memory_space_desc_t* d) {
-  g_registered->spaces.push_back(*d);
-  g_registered->space_names.emplace_back(d->name);
-  return nullptr;
-}
-inline void fake_log(dx_host_context_t*, int32_t, const char* message) {
-  g_registered->logs.emplace_back(message);
-}
-
-/// The plugin loaded with the fake host; init on construction, shutdown on destruction.
+/// The plugin loaded with deepx::testing::TestHost (testing/): entry and init on construction,
+/// shutdown on destruction.
 class PluginUnderTest {
  public:
-  explicit PluginUnderTest(const char* path) {
-    g_registered = &registered_;
-    host_.struct_size = DX_HOST_SIZE_1_0;
-    host_.abi_version = DX_ABI_VERSION;
-    host_.error_create = &fake_error_create;
-    host_.error_destroy = &fake_error_destroy;
-    host_.error_code = &fake_error_code;
-    host_.error_message = &fake_error_message;
-    host_.log = &fake_log;
-    host_.register_kernel = &fake_register_kernel;
-    host_.register_memory_space = &fake_register_space;
-    library_ = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (library_ == nullptr) {
-      load_error_ = dlerror();
-      return;
-    }
-    auto entry = reinterpret_cast<dx_plugin_entry_fn>(dlsym(library_, DX_PLUGIN_ENTRY_SYMBOL));
-    plugin_ = entry ? entry(DX_ABI_VERSION, DX_ABI_VERSION) : nullptr;
-    if (plugin_ == nullptr) {
-      load_error_ = "no plugin descriptor";
-      return;
-    }
-    dx_error_t* e = plugin_->init(&host_, reinterpret_cast<dx_host_context_t*>(this), &state_);
-    if (e != nullptr) {
-      load_error_ = fake_error_message(e);
-      fake_error_destroy(e);
-      plugin_ = nullptr;
-    }
-  }
-  ~PluginUnderTest() {
-    if (plugin_ != nullptr && plugin_->shutdown != nullptr) plugin_->shutdown(state_);
-    g_registered = nullptr;
-  }
+  explicit PluginUnderTest(const char* path) : load_(path, host_) {}
   PluginUnderTest(const PluginUnderTest&) = delete;
   PluginUnderTest& operator=(const PluginUnderTest&) = delete;
 
-  bool loaded() const { return plugin_ != nullptr; }
-  const std::string& load_error() const { return load_error_; }
-  const dx_plugin_t* plugin() const { return plugin_; }
-  const Registered& registered() const { return registered_; }
+  bool loaded() const { return load_.ok(); }
+  const std::string& load_error() const { return load_.error(); }
+  const dx_plugin_t* plugin() const { return load_.ok() ? load_.plugin() : nullptr; }
+  /// What the plugin registered: kernels, spaces, log lines.
+  const deepx::testing::TestHost& registered() const { return host_; }
   /// The memory space called `name`, or null.
   const dx_memory_space_desc_t* space(const std::string& name) const {
-    for (size_t i = 0; i < registered_.spaces.size(); ++i) {
-      if (registered_.space_names[i] == name) return &registered_.spaces[i];
-    }
-    return nullptr;
+    const deepx::testing::RegisteredSpace* s = host_.space(name);
+    return s != nullptr ? &s->desc : nullptr;
   }
 
  private:
-  Registered registered_;
-  dx_host_t host_{};
-  void* library_ = nullptr;
-  const dx_plugin_t* plugin_ = nullptr;
-  void* state_ = nullptr;
-  std::string load_error_;
+  deepx::testing::TestHost host_;
+  deepx::testing::PluginLoad load_;
 };
 
 /// Turns a slot's error into a test failure message (and frees it).
 inline ::testing::AssertionResult ok(dx_error_t* e) {
   if (e == nullptr) return ::testing::AssertionSuccess();
-  auto r = ::testing::AssertionFailure() << "status " << fake_error_code(e) << ": " << fake_error_message(e);
-  fake_error_destroy(e);
-  return r;
+  const deepx::testing::Status s = deepx::testing::TestHost::take(e);
+  return ::testing::AssertionFailure() << "status " << s.code << ": " << s.message;
 }
-inline dx_status_t status_of(dx_error_t* e) {
-  const dx_status_t s = fake_error_code(e);
-  fake_error_destroy(e);
-  return s;
-}
+inline dx_status_t status_of(dx_error_t* e) { return deepx::testing::TestHost::take(e).code; }
 
 // ---- host pair -----------------------------------------------------------------------------
 
 /// Takes the result of a host (client API) call, an error the caller owns or null: destroys it
 /// and returns its code (DX_OK for null); its message goes to `*message` when given and not null.
-/// (Errors of the fake host above go through status_of() and ok() instead.)
+/// (Errors of the test host above go through status_of() and ok() instead.)
 inline dx_status_t host_status(dx_error_t* e, std::string* message = nullptr) {
   return deepx_test::TakeStatus(e, message);
 }
