@@ -32,8 +32,20 @@ bench: build
 	@mkdir -p $(BUILD_DIR)/bench
 	@$(BUILD_DIR)/bin/deepx-bench-ops --markdown=$(BUILD_DIR)/bench/performance.md
 
-install: build
-	@cmake --install $(BUILD_DIR) --prefix $(or $(PREFIX),/usr/local)
+# Install what `make build` built into PREFIX: headers, libraries, the CLI, plugins (stripped,
+# their debug info in .debug/ beside them), the CMake package and deepx.pc. Never runs apt,
+# never builds; the file list goes to $(BUILD_DIR)/install.log.
+PREFIX ?= /opt/deepx
+install:
+	@if [ ! -f $(BUILD_DIR)/cmake_install.cmake ] || [ ! -x $(BUILD_DIR)/bin/deepx ]; then \
+	  echo "make install: nothing is built in $(BUILD_DIR); run 'make build' first" >&2; exit 1; fi
+	@cmake --install $(BUILD_DIR) --prefix "$(PREFIX)" >$(BUILD_DIR)/install.log 2>&1 || { \
+	  tail -n 5 $(BUILD_DIR)/install.log >&2; \
+	  echo "make install: installing from $(BUILD_DIR) into $(PREFIX) failed (above; full log:" \
+	       "$(BUILD_DIR)/install.log); if a file is missing, run 'make build' first" >&2; exit 1; }
+	@echo "deepx installed into $(PREFIX) (files: $(BUILD_DIR)/install.log);" \
+	      "use it with -DCMAKE_PREFIX_PATH=$(PREFIX), PKG_CONFIG_PATH=$(PREFIX)/lib/pkgconfig," \
+	      "$(PREFIX)/bin/deepx"
 
 clean:
 	@rm -rf build
