@@ -5,9 +5,8 @@
 //             "name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...}
 //
 // Offsets are relative to the data section. A file is trusted in nothing: the header goes
-// through a strict JSON parser written here (no dependency; the grammar is small and a parser
-// we control can report the byte offset of every fault), then every entry is checked against
-// the file before anything is allocated. The rules are those of the reference implementation
+// through nlohmann-json's strict parser (its SAX interface, with duplicate keys and deep nesting
+// refused here), then every entry is checked against the file before anything is allocated. The rules are those of the reference implementation
 // (safetensors' `validate`): header at most 100 MB and starting with '{', known dtypes, byte
 // ranges of exactly product(shape) × element size that tile the data section with no overlap,
 // no hole and nothing after the last tensor.
@@ -19,7 +18,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <limits>
+#include <memory>
+#include <unordered_set>
 #include <utility>
+
+#include <nlohmann/json.hpp>
 
 #include "internal.h"
 
@@ -103,13 +106,15 @@ size_t Utf8SequenceLength(std::string_view s, size_t i) {
   return len;
 }
 
-// ---- strict JSON -------------------------------------------------------------------------------
+// ---- strict JSON (nlohmann-json's parser) --------------------------------------------------------
 
 struct Json {
   enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject };
   Kind kind = Kind::kNull;
   bool boolean = false;
-  std::string text;  // a string's value (UTF-8), or a number's literal text
+  bool is_u64 = false;  // a number that is a non-negative integer fitting a u64 ...
+  uint64_t u64 = 0;     // ... and its value
+  std::string text;     // a string's value (UTF-8)
   std::vector<Json> items;
   // An object's members, in file order. Not std::pair<std::string, Json>: a pair of the
   // incomplete Json is refused by clang's C++20 library checks.
@@ -143,265 +148,150 @@ const char* KindName(Json::Kind k) {
   return "?";
 }
 
-// RFC 8259 without extensions: no comments, no trailing commas, no NaN, no single quotes, no
-// control characters in strings, UTF-8 checked (no overlongs, no surrogates), duplicate object
-// keys refused (the format's maps are sets of names).
-class JsonParser {
+// Builds a Json from nlohmann-json's SAX events (RFC 8259, strict: no comments, no trailing
+// commas, no NaN, no single quotes, no control characters in strings, UTF-8 checked with no
+// overlongs and no surrogates, nothing after the value), adding what the format needs on top:
+// duplicate object keys refused (the format's maps are sets of names) and nesting limited to
+// kMaxJsonDepth (the header nests 3 deep; deeper is a bomb). The library reads the header
+// iteratively, so a deep file cannot exhaust the stack before the limit stops it.
+class JsonBuilder : public nlohmann::json_sax<nlohmann::json> {
  public:
-  explicit JsonParser(std::string_view text) : text_(text) {}
+  explicit JsonBuilder(Json* root) : root_(root) {}
 
-  // Parses one value followed only by whitespace. False with `error()` set on any fault.
-  bool ParseDocument(Json* out) {
-    if (!ParseValue(out, 0)) return false;
-    SkipWhitespace();
-    if (pos_ != text_.size()) return Error("unexpected data after the JSON object");
-    return true;
+  // Parses `text`, one value followed only by whitespace. False with `error()` set on any fault.
+  bool Parse(std::string_view text) {
+    // The library's reader takes a NUL byte for the end of the input; JSON text has none
+    // (inside strings it must be escaped), so one would hide whatever follows it.
+    if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
+      return Error("header byte " + U64(nul) + ": a NUL byte, which JSON text never contains");
+    }
+    const bool ok = nlohmann::json::sax_parse(text.begin(), text.end(), this,
+                                              nlohmann::json::input_format_t::json,
+                                              /*strict=*/true, /*ignore_comments=*/false);
+    if (!ok && error_.empty()) error_ = "unreadable JSON";
+    return ok;
   }
   const std::string& error() const { return error_; }
 
+  bool null() override { return Add(Json{}); }
+  bool boolean(bool value) override {
+    Json j;
+    j.kind = Json::Kind::kBool;
+    j.boolean = value;
+    return Add(std::move(j));
+  }
+  bool number_integer(number_integer_t) override { return AddNumber(false, 0); }  // negative
+  bool number_unsigned(number_unsigned_t value) override { return AddNumber(true, value); }
+  bool number_float(number_float_t, const string_t&) override { return AddNumber(false, 0); }
+  bool string(string_t& value) override {
+    Json j;
+    j.kind = Json::Kind::kString;
+    j.text = std::move(value);
+    return Add(std::move(j));
+  }
+  bool binary(binary_t&) override { return Error("binary data"); }  // not in JSON text
+  bool start_object(std::size_t) override { return Open(Json::Kind::kObject); }
+  bool key(string_t& name) override {
+    OpenContainer& open = open_.back();
+    auto& members = open.json->members;
+    // A linear search for small objects; a hash set once an object (the header's top level,
+    // one member per tensor) grows past a few members.
+    bool duplicate;
+    if (open.keys != nullptr) {
+      duplicate = !open.keys->insert(name).second;
+    } else {
+      duplicate = open.json->Find(name) != nullptr;
+      if (!duplicate && members.size() + 1 >= kHashKeysFrom) {
+        open.keys = std::make_unique<std::unordered_set<std::string>>();
+        for (const auto& m : members) open.keys->insert(m.first);
+        open.keys->insert(name);
+      }
+    }
+    if (duplicate) return Error("duplicate key " + Quote(name));
+    members.push_back(Json::Member{std::move(name), Json{}});
+    return true;
+  }
+  bool end_object() override { return Close(); }
+  bool start_array(std::size_t) override { return Open(Json::Kind::kArray); }
+  bool end_array() override { return Close(); }
+  bool parse_error(std::size_t position, const std::string&,
+                   const nlohmann::json::exception& e) override {
+    // e.what(): "[json.exception.parse_error.101] parse error at line 1, column 6: <what>".
+    std::string_view what = e.what();
+    const size_t column = what.find("column ");
+    const size_t colon = column == std::string_view::npos ? column : what.find(": ", column);
+    if (colon != std::string_view::npos) what.remove_prefix(colon + 2);
+    // Its "last read" excerpt copies the file's bytes: keep the message printable ASCII.
+    std::string message;
+    for (const unsigned char c : what) {
+      if (c >= 0x20 && c < 0x7F) {
+        message += static_cast<char>(c);
+      } else {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\x%02x", c);
+        message += buf;
+      }
+    }
+    return Error("header byte " + U64(position > 0 ? position - 1 : 0) + ": " + message);
+  }
+
  private:
   bool Error(const std::string& what) {
-    if (error_.empty()) error_ = "header byte " + U64(pos_) + ": " + what;
+    if (error_.empty()) error_ = what;
     return false;
   }
-  void SkipWhitespace() {
-    while (pos_ < text_.size() &&
-           (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' || text_[pos_] == '\r')) {
-      ++pos_;
+  static constexpr size_t kHashKeysFrom = 16;
+  struct OpenContainer {
+    Json* json;
+    std::unique_ptr<std::unordered_set<std::string>> keys;  // an object's keys, once it is big
+  };
+
+  // The slot the next value fills: the root, an array's new item, or the member key() added.
+  Json* Slot() {
+    if (open_.empty()) return root_;
+    Json* parent = open_.back().json;
+    if (parent->kind == Json::Kind::kArray) {
+      parent->items.emplace_back();
+      return &parent->items.back();
     }
+    return &parent->members.back().second;
   }
-  bool Literal(std::string_view word) {
-    if (text_.substr(pos_, word.size()) != word) return Error("invalid literal");
-    pos_ += word.size();
+  bool Add(Json value) {
+    *Slot() = std::move(value);
+    return true;
+  }
+  bool AddNumber(bool is_u64, uint64_t value) {
+    Json j;
+    j.kind = Json::Kind::kNumber;
+    j.is_u64 = is_u64;
+    j.u64 = value;
+    return Add(std::move(j));
+  }
+  bool Open(Json::Kind kind) {
+    if (open_.size() >= static_cast<size_t>(kMaxJsonDepth)) {
+      return Error("nesting deeper than " + std::to_string(kMaxJsonDepth));
+    }
+    Json* slot = Slot();
+    slot->kind = kind;
+    open_.push_back(OpenContainer{slot, nullptr});
+    return true;
+  }
+  bool Close() {
+    open_.pop_back();
     return true;
   }
 
-  bool ParseValue(Json* out, int depth) {
-    SkipWhitespace();
-    if (pos_ >= text_.size()) return Error("unexpected end of the header");
-    switch (text_[pos_]) {
-      case '{': return ParseObject(out, depth + 1);
-      case '[': return ParseArray(out, depth + 1);
-      case '"': out->kind = Json::Kind::kString; return ParseString(&out->text);
-      case 't': out->kind = Json::Kind::kBool; out->boolean = true; return Literal("true");
-      case 'f': out->kind = Json::Kind::kBool; out->boolean = false; return Literal("false");
-      case 'n': out->kind = Json::Kind::kNull; return Literal("null");
-      default:
-        if (text_[pos_] == '-' || (text_[pos_] >= '0' && text_[pos_] <= '9')) {
-          out->kind = Json::Kind::kNumber;
-          return ParseNumber(&out->text);
-        }
-        return Error(std::string("unexpected character ") + Quote(text_.substr(pos_, 1)));
-    }
-  }
-
-  bool ParseObject(Json* out, int depth) {
-    if (depth > kMaxJsonDepth) return Error("nesting deeper than " + std::to_string(kMaxJsonDepth));
-    out->kind = Json::Kind::kObject;
-    ++pos_;  // '{'
-    SkipWhitespace();
-    if (pos_ < text_.size() && text_[pos_] == '}') {
-      ++pos_;
-      return true;
-    }
-    for (;;) {
-      SkipWhitespace();
-      if (pos_ >= text_.size() || text_[pos_] != '"') return Error("expected a string key");
-      std::string key;
-      const size_t key_pos = pos_;
-      if (!ParseString(&key)) return false;
-      if (out->Find(key) != nullptr) {
-        pos_ = key_pos;
-        return Error("duplicate key " + Quote(key));
-      }
-      SkipWhitespace();
-      if (pos_ >= text_.size() || text_[pos_] != ':') return Error("expected ':'");
-      ++pos_;
-      Json value;
-      if (!ParseValue(&value, depth)) return false;
-      out->members.push_back(Json::Member{std::move(key), std::move(value)});
-      SkipWhitespace();
-      if (pos_ >= text_.size()) return Error("unexpected end of the header in an object");
-      if (text_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (text_[pos_] == '}') {
-        ++pos_;
-        return true;
-      }
-      return Error("expected ',' or '}'");
-    }
-  }
-
-  bool ParseArray(Json* out, int depth) {
-    if (depth > kMaxJsonDepth) return Error("nesting deeper than " + std::to_string(kMaxJsonDepth));
-    out->kind = Json::Kind::kArray;
-    ++pos_;  // '['
-    SkipWhitespace();
-    if (pos_ < text_.size() && text_[pos_] == ']') {
-      ++pos_;
-      return true;
-    }
-    for (;;) {
-      Json value;
-      if (!ParseValue(&value, depth)) return false;
-      out->items.push_back(std::move(value));
-      SkipWhitespace();
-      if (pos_ >= text_.size()) return Error("unexpected end of the header in an array");
-      if (text_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (text_[pos_] == ']') {
-        ++pos_;
-        return true;
-      }
-      return Error("expected ',' or ']'");
-    }
-  }
-
-  bool ParseNumber(std::string* out) {
-    const size_t start = pos_;
-    auto digits = [&]() {
-      size_t n = 0;
-      while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') ++pos_, ++n;
-      return n;
-    };
-    if (text_[pos_] == '-') ++pos_;
-    if (pos_ < text_.size() && text_[pos_] == '0') {
-      ++pos_;
-      if (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
-        return Error("number with a leading zero");
-      }
-    } else if (digits() == 0) {
-      return Error("malformed number");
-    }
-    if (pos_ < text_.size() && text_[pos_] == '.') {
-      ++pos_;
-      if (digits() == 0) return Error("malformed number: no digits after '.'");
-    }
-    if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
-      ++pos_;
-      if (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-')) ++pos_;
-      if (digits() == 0) return Error("malformed number: no digits in the exponent");
-    }
-    out->assign(text_.substr(start, pos_ - start));
-    return true;
-  }
-
-  static void AppendUtf8(std::string* out, uint32_t cp) {
-    if (cp < 0x80) {
-      *out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      *out += static_cast<char>(0xC0 | (cp >> 6));
-      *out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      *out += static_cast<char>(0xE0 | (cp >> 12));
-      *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      *out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      *out += static_cast<char>(0xF0 | (cp >> 18));
-      *out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      *out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-  }
-
-  bool Hex4(uint32_t* out) {
-    if (text_.size() - pos_ < 4) return Error("truncated \\u escape");
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) {
-      const char c = text_[pos_++];
-      v <<= 4;
-      if (c >= '0' && c <= '9') v |= static_cast<uint32_t>(c - '0');
-      else if (c >= 'a' && c <= 'f') v |= static_cast<uint32_t>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') v |= static_cast<uint32_t>(c - 'A' + 10);
-      else return Error("bad hex digit in a \\u escape");
-    }
-    *out = v;
-    return true;
-  }
-
-  // One UTF-8 sequence starting at pos_ (a lead byte >= 0x80), checked and copied.
-  bool CopyUtf8(std::string* out) {
-    const size_t len = Utf8SequenceLength(text_, pos_);
-    if (len == 0) return Error("invalid UTF-8 in a string");
-    out->append(text_.substr(pos_, len));
-    pos_ += len;
-    return true;
-  }
-
-  bool ParseString(std::string* out) {
-    ++pos_;  // '"'
-    for (;;) {
-      if (pos_ >= text_.size()) return Error("unterminated string");
-      const auto c = static_cast<unsigned char>(text_[pos_]);
-      if (c == '"') {
-        ++pos_;
-        return true;
-      }
-      if (c < 0x20) return Error("control character in a string");
-      if (c >= 0x80) {
-        if (!CopyUtf8(out)) return false;
-        continue;
-      }
-      if (c != '\\') {
-        *out += static_cast<char>(c);
-        ++pos_;
-        continue;
-      }
-      ++pos_;
-      if (pos_ >= text_.size()) return Error("unterminated escape");
-      const char e = text_[pos_++];
-      switch (e) {
-        case '"': *out += '"'; break;
-        case '\\': *out += '\\'; break;
-        case '/': *out += '/'; break;
-        case 'b': *out += '\b'; break;
-        case 'f': *out += '\f'; break;
-        case 'n': *out += '\n'; break;
-        case 'r': *out += '\r'; break;
-        case 't': *out += '\t'; break;
-        case 'u': {
-          uint32_t cp = 0;
-          if (!Hex4(&cp)) return false;
-          if (cp >= 0xDC00 && cp <= 0xDFFF) return Error("lone low surrogate in a \\u escape");
-          if (cp >= 0xD800 && cp <= 0xDBFF) {
-            uint32_t low = 0;
-            if (text_.substr(pos_, 2) != "\\u") return Error("lone high surrogate in a \\u escape");
-            pos_ += 2;
-            if (!Hex4(&low)) return false;
-            if (low < 0xDC00 || low > 0xDFFF) return Error("bad surrogate pair in a \\u escape");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-          }
-          AppendUtf8(out, cp);
-          break;
-        }
-        default:
-          --pos_;
-          return Error("invalid escape");
-      }
-    }
-  }
-
-  std::string_view text_;
-  size_t pos_ = 0;
+  Json* root_;
+  // The objects and arrays being filled, outermost first. An element stays put while it is
+  // open: only the innermost open container grows.
+  std::vector<OpenContainer> open_;
   std::string error_;
 };
 
 // A non-negative JSON integer (no sign, fraction or exponent) that fits a u64.
 bool ToU64(const Json& j, uint64_t* out) {
-  if (j.kind != Json::Kind::kNumber || j.text.empty()) return false;
-  uint64_t v = 0;
-  for (char c : j.text) {
-    if (c < '0' || c > '9') return false;
-    if (__builtin_mul_overflow(v, uint64_t{10}, &v) ||
-        __builtin_add_overflow(v, static_cast<uint64_t>(c - '0'), &v)) {
-      return false;
-    }
-  }
-  *out = v;
+  if (j.kind != Json::Kind::kNumber || !j.is_u64) return false;
+  *out = j.u64;
   return true;
 }
 
@@ -721,8 +611,8 @@ dx_status_t Load(Runtime* runtime, const std::string& path, int32_t device_index
     return Malformed(path, "the header does not start with '{'");
   }
   Json header;
-  JsonParser parser(header_text);
-  if (!parser.ParseDocument(&header)) return Malformed(path, "bad JSON: " + parser.error());
+  JsonBuilder builder(&header);
+  if (!builder.Parse(header_text)) return Malformed(path, "bad JSON: " + builder.error());
 
   auto file = std::make_unique<SafetensorsFile>();
   const uint64_t data_start = 8 + header_size;
