@@ -34,14 +34,19 @@ if(NOT _rc EQUAL 0)
 endif()
 if(_sections MATCHES "[ \t]\\.debug_info[ \t]")
   if(NOT EXISTS "${_debug_file}" OR "${DEEPX_SPLIT_BUILT}" IS_NEWER_THAN "${_debug_file}")
+    # Two installs may run at once (CTest -j); each writes its own temporary file and renames
+    # it into place. objcopy's output is the same for the same input, so either one may win.
     file(MAKE_DIRECTORY "${DEEPX_SPLIT_CACHE}")
+    string(RANDOM LENGTH 12 _tag)
+    set(_tmp "${_debug_file}.${_tag}.tmp")
     execute_process(COMMAND "${DEEPX_OBJCOPY}" --only-keep-debug --compress-debug-sections=zlib
-                            "${DEEPX_SPLIT_BUILT}" "${_debug_file}.tmp"
+                            "${DEEPX_SPLIT_BUILT}" "${_tmp}"
                     RESULT_VARIABLE _rc)
     if(NOT _rc EQUAL 0)
+      file(REMOVE "${_tmp}")
       message(FATAL_ERROR "split-debug.cmake: objcopy --only-keep-debug failed on ${DEEPX_SPLIT_BUILT}")
     endif()
-    file(RENAME "${_debug_file}.tmp" "${_debug_file}")
+    file(RENAME "${_tmp}" "${_debug_file}")
   endif()
 else()
   file(REMOVE "${_debug_file}")
