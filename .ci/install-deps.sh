@@ -9,6 +9,7 @@ packages=(
   libssl-dev                        # SHA-256 (libcrypto) for certificates and reports
   nlohmann-json3-dev                # JSON: safetensors headers, reports, manifests
   libcli11-dev                      # command-line parsing of deepx and deepx-certify
+  dpkg-dev file                     # cpack -G DEB and its test packaging_deb (dpkg-shlibdeps)
   valgrind                          # host_abi_contract_no_leaks
   abigail-tools                     # abi_baseline (abidw, abidiff)
   clang-15 libclang-common-15-dev   # the libFuzzer targets (host/fuzz), label `fuzz`
