@@ -1,5 +1,5 @@
-// SHA-256 of bytes and of files, as lowercase hex: binds certificates (and the conformance
-// reports) to the exact plugin binary. Computed by OpenSSL's libcrypto (sha256.cc).
+// SHA-256 of bytes and of files, as lowercase hex: binds certificates to the exact plugin
+// binary. Computed by OpenSSL's libcrypto (sha256.cc).
 #ifndef DEEPX_HOST_SRC_SHA256_H_
 #define DEEPX_HOST_SRC_SHA256_H_
 
