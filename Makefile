@@ -14,11 +14,10 @@ configure: deps
 build: configure
 	@cmake --build --preset $(PRESET) -j $(JOBS)
 
-# Certify the bundled CPU plugin, then run the end-to-end example through the host.
+# Certify the bundled CPU plugin, run the MLP and the training examples through the host, and
+# end with a short summary of the three (.ci/make-run.sh); fails when one of them fails.
 run: build
-	@$(BUILD_DIR)/bin/deepx certify cpu --out $(BUILD_DIR)/certification
-	@$(BUILD_DIR)/bin/deepx-example-mlp
-	@$(BUILD_DIR)/bin/deepx-example-train
+	@bash .ci/make-run.sh $(BUILD_DIR)
 
 # Every test: unit tests, fixture tests, the CPU plugin's certification, the docs warning check.
 test: build
