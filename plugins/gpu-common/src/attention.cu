@@ -125,10 +125,10 @@ dx_error_t* attention_backward(const dx_kernel_call_t* call) {
     const View dout = make_view(call->inputs[0], "output gradient 0");
     expect_dtype(dout, plan.q.dtype, "output gradient 0");
     if (dout.shape != plan.out_shape) fail(DX_SHAPE_MISMATCH, DXG_BACKEND_NAME ": attention backward: gradient shape");
-    const auto dq = wanted_grad(call, 0, plan.q, "input gradient 0");
-    const auto dk = wanted_grad(call, 1, plan.k, "input gradient 1");
-    const auto dv = wanted_grad(call, 2, plan.v, "input gradient 2");
-    const auto dmask = plan.mask ? wanted_grad(call, 3, *plan.mask, "input gradient 3") : std::nullopt;
+    const auto dq = grad_output(call, 0, plan.q, "input gradient 0");
+    const auto dk = grad_output(call, 1, plan.k, "input gradient 1");
+    const auto dv = grad_output(call, 2, plan.v, "input gradient 2");
+    const auto dmask = plan.mask ? grad_output(call, 3, *plan.mask, "input gradient 3") : std::nullopt;
     if (!dq && !dk && !dv && !dmask) return;
     Exec exec(call, dout.device);
     const AttentionGeometry& g = plan.g;

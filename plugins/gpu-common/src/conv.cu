@@ -48,13 +48,6 @@ int64_t out_extent(int64_t in, int64_t pad, int64_t dilation, int64_t kernel, in
   return span / stride + 1;
 }
 
-void expect_shape(const View& v, const std::vector<int64_t>& shape, const char* what) {
-  if (v.shape != shape) {
-    fail(DX_SHAPE_MISMATCH, std::string(DXG_BACKEND_NAME ": ") + what + " has shape " + shape_string(v.shape) +
-                                ", expected " + shape_string(shape));
-  }
-}
-
 // ---- conv2d -------------------------------------------------------------------------------------
 
 enum { kConvStride = 0, kConvPadding = 1, kConvDilation = 2, kConvGroups = 3 };
@@ -179,12 +172,10 @@ dx_error_t* conv2d_backward(const dx_kernel_call_t* call) {
   return kernel_entry(call, [&] {
     expect_arity(call, 5, 3);
     const ConvPlan p = plan_conv(call, 1);
-    const View dy = make_view(call->inputs[0], "output gradient 0");
-    expect_dtype(dy, p.x.dtype, "output gradient 0");
-    expect_shape(dy, p.out_shape, "output gradient 0");
-    const auto dx = wanted_grad(call, 0, p.x, "input gradient 0");
-    const auto dw = wanted_grad(call, 1, p.w, "input gradient 1");
-    const auto db = p.b ? wanted_grad(call, 2, *p.b, "input gradient 2") : std::nullopt;
+    const View dy = output_gradient(call, p.x.dtype, p.out_shape);
+    const auto dx = grad_output(call, 0, p.x, "input gradient 0");
+    const auto dw = grad_output(call, 1, p.w, "input gradient 1");
+    const auto db = p.b ? grad_output(call, 2, *p.b, "input gradient 2") : std::nullopt;
     if (!dx && !dw && !db) return;
     Exec exec(call, dy.device);
     const ConvGeometry& g = p.g;
@@ -314,7 +305,7 @@ dx_error_t* pool_backward(const dx_kernel_call_t* call) {
     const PoolGeometry g = plan_pool(call, x, op);
     expect_dtype(dy, x.dtype, "output gradient 0");
     expect_shape(dy, {g.n, g.c, g.ho, g.wo}, "output gradient 0");
-    const auto dx = wanted_grad(call, 0, x, "input gradient 0");
+    const auto dx = grad_output(call, 0, x, "input gradient 0");
     if (!dx) return;
     Exec exec(call, dx->device);
     ScratchPtr holder;

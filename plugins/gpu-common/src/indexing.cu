@@ -67,13 +67,6 @@ void check_gather_shapes(const View& x, const View& idx, int64_t axis, const cha
   }
 }
 
-void expect_shape(const View& v, const std::vector<int64_t>& expected, const char* op) {
-  if (v.shape != expected) {
-    fail(DX_SHAPE_MISMATCH, std::string(DXG_BACKEND_NAME ": ") + op + ": shape " + shape_string(v.shape) +
-                                ", expected " + shape_string(expected));
-  }
-}
-
 /// dst(o, j, k) = src(o, idx(o, j, k), k) over `shape` split at `axis`. `idx_strides` are
 /// full-rank (index_select: 0 off the axis); `idx_axis_stride` its stride along the axis.
 void launch_axis_index(Exec& exec, const std::vector<int64_t>& shape, int64_t axis, const View& dst,
@@ -179,8 +172,8 @@ dx_error_t* index_select_backward(const dx_kernel_call_t* call) {
     expect_dtype(dy, x.dtype, "output gradient 0");
     const IndexSelectArgs a = index_select_args(call, x, idx);
     expect_shape(dy, a.out_shape, "index_select backward");
-    const auto dx = wanted_gradient(call, 0, x, "input gradient 0");
-    const auto didx = wanted_gradient(call, 1, idx, "input gradient 1");
+    const auto dx = grad_output(call, 0, x, "input gradient 0");
+    const auto didx = grad_output(call, 1, idx, "input gradient 1");
     Exec exec(call, dy.device);
     check_indices(exec, idx, x.shape[static_cast<size_t>(a.axis)], "index_select");
     if (dx) launch_axis_sum(exec, x.shape, a.axis, *dx, idx, a.idx_strides, idx.strides[0], dy, nullptr, idx.shape[0]);
@@ -222,8 +215,8 @@ dx_error_t* gather_backward(const dx_kernel_call_t* call) {
     const auto ax = static_cast<size_t>(axis);
     check_gather_shapes(x, idx, axis, "gather");
     expect_shape(dy, idx.shape, "gather backward");
-    const auto dx = wanted_gradient(call, 0, x, "input gradient 0");
-    const auto didx = wanted_gradient(call, 1, idx, "input gradient 1");
+    const auto dx = grad_output(call, 0, x, "input gradient 0");
+    const auto didx = grad_output(call, 1, idx, "input gradient 1");
     Exec exec(call, dy.device);
     check_indices(exec, idx, x.shape[ax], "gather");
     if (dx) {
@@ -286,9 +279,9 @@ dx_error_t* scatter_add_backward(const dx_kernel_call_t* call) {
     const int64_t axis = scatter_add_checks(call, x, idx, src);
     const auto ax = static_cast<size_t>(axis);
     expect_shape(dy, x.shape, "scatter_add backward");
-    const auto dx = wanted_gradient(call, 0, x, "input gradient 0");
-    const auto didx = wanted_gradient(call, 1, idx, "input gradient 1");
-    const auto dsrc = wanted_gradient(call, 2, src, "input gradient 2");
+    const auto dx = grad_output(call, 0, x, "input gradient 0");
+    const auto didx = grad_output(call, 1, idx, "input gradient 1");
+    const auto dsrc = grad_output(call, 2, src, "input gradient 2");
     Exec exec(call, dy.device);
     check_indices(exec, idx, x.shape[ax], "scatter_add");
     if (dx) move_view(exec, *dx, dy, true);

@@ -1,5 +1,5 @@
 // Data movement and creation: copy, transpose (a copy through permuted strides), fill, arange;
-// registers the shape (shape.cu) and indexing (indexing.cu) kernels too. Bit-exact for every
+// registers the shape (movement_shape.cu) and indexing (indexing.cu) kernels too. Bit-exact for every
 // dtype: copies move element bytes unchanged.
 #include <cstring>
 #include <string>
@@ -11,6 +11,30 @@
 #include "launch.h"
 
 namespace deepx::gpu {
+
+std::vector<int64_t> transpose_perm(const dx_kernel_call_t* call, int rank) {
+  std::vector<int64_t> perm(static_cast<size_t>(rank));
+  const dx_attr_t* a = attr_at(call, DX_TRANSPOSE_PERM);
+  if (a == nullptr) {
+    for (int d = 0; d < rank; ++d) perm[static_cast<size_t>(d)] = rank - 1 - d;
+    return perm;
+  }
+  if (a->type != DX_ATTR_I64_ARRAY || a->count != rank) {
+    fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": transpose: perm must be an i64 array of the input's rank");
+  }
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
+  for (int d = 0; d < rank; ++d) {
+    int64_t p = a->value.i64s[d];
+    if (p < 0) p += rank;
+    if (p < 0 || p >= rank || seen[static_cast<size_t>(p)]) {
+      fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": transpose: perm is not a permutation");
+    }
+    seen[static_cast<size_t>(p)] = true;
+    perm[static_cast<size_t>(d)] = p;
+  }
+  return perm;
+}
+
 namespace {
 
 void launch_copy(Exec& exec, const View& out, const std::vector<int64_t>& in_strides, const View& in) {
@@ -51,24 +75,7 @@ dx_error_t* transpose_forward(const dx_kernel_call_t* call) {
     expect_dtype(out, in.dtype, "output 0");
     expect_one_device({&in, &out});
     const int rank = in.rank();
-    std::vector<int64_t> perm(static_cast<size_t>(rank));
-    if (const dx_attr_t* a = attr_at(call, DX_TRANSPOSE_PERM)) {
-      if (a->type != DX_ATTR_I64_ARRAY || a->count != rank) {
-        fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": transpose: perm must be an i64 array of the input's rank");
-      }
-      std::vector<bool> seen(static_cast<size_t>(rank), false);
-      for (int d = 0; d < rank; ++d) {
-        int64_t p = a->value.i64s[d];
-        if (p < 0) p += rank;
-        if (p < 0 || p >= rank || seen[static_cast<size_t>(p)]) {
-          fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": transpose: perm is not a permutation");
-        }
-        seen[static_cast<size_t>(p)] = true;
-        perm[static_cast<size_t>(d)] = p;
-      }
-    } else {
-      for (int d = 0; d < rank; ++d) perm[static_cast<size_t>(d)] = rank - 1 - d;
-    }
+    const std::vector<int64_t> perm = transpose_perm(call, rank);
     std::vector<int64_t> shape(static_cast<size_t>(rank)), strides(static_cast<size_t>(rank));
     for (int d = 0; d < rank; ++d) {
       shape[static_cast<size_t>(d)] = in.shape[static_cast<size_t>(perm[static_cast<size_t>(d)])];

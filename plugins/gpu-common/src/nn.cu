@@ -2,7 +2,7 @@
 // CUDA, else the portable tiled GEMM into an f64 buffer with a once-rounding bias epilogue),
 // dx.log_softmax, dx.layer_norm, dx.rms_norm, dx.batch_norm, dx.embedding, dx.cross_entropy.
 // Bodies in include/deepx/gpu/nn.h. Semantics, signatures and the backward contracts are the
-// reference's (reference-kernels/src/nn.cc, softmax.cc, conv.cc).
+// reference's (reference-kernels/src/nn.cc).
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -155,9 +155,9 @@ dx_error_t* linear_backward(const dx_kernel_call_t* call) {
     if (!p.b && call->outputs[2] != nullptr) {
       fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": dx.linear backward: a bias gradient was requested without a bias");
     }
-    const auto dx = wanted_grad(call, 0, p.x, "input gradient 0");
-    const auto dw = wanted_grad(call, 1, p.w, "input gradient 1");
-    const auto db = p.b ? wanted_grad(call, 2, *p.b, "input gradient 2") : std::nullopt;
+    const auto dx = grad_output(call, 0, p.x, "input gradient 0");
+    const auto dw = grad_output(call, 1, p.w, "input gradient 1");
+    const auto db = p.b ? grad_output(call, 2, *p.b, "input gradient 2") : std::nullopt;
     if (!dx && !dw && !db) return;
     Exec exec(call, dy.device);
     Rows xr = as_rows(exec, p.x);
@@ -191,15 +191,6 @@ dx_error_t* linear_backward(const dx_kernel_call_t* call) {
 }
 
 // ---- log_softmax ------------------------------------------------------------------------------
-
-/// The softmax axis of a rank-`rank` tensor (rank 0 acts as rank 1), or DX_OUT_OF_RANGE.
-int64_t softmax_axis(const dx_kernel_call_t* call, int rank) {
-  const int64_t attr = attr_i64(call, DX_SOFTMAX_AXIS, "axis", -1);
-  const int64_t limit = rank == 0 ? 1 : rank;
-  const int64_t axis = attr < 0 ? attr + limit : attr;
-  if (axis < 0 || axis >= limit) fail(DX_OUT_OF_RANGE, DXG_BACKEND_NAME ": softmax axis " + std::to_string(attr) + " is out of range");
-  return axis;
-}
 
 /// Splits views along `axis` into rows: the outer layout (one operand per view), the line's
 /// length and each view's stride along it.
@@ -256,13 +247,11 @@ dx_error_t* log_softmax_forward(const dx_kernel_call_t* call) {
 /// inputs: dy, x, y; outputs: dx.
 dx_error_t* log_softmax_backward(const dx_kernel_call_t* call) {
   return kernel_entry(call, [&] {
-    expect_arity(call, 3, 1);
-    const View dy = make_view(call->inputs[0], "output gradient 0");
-    const View x = make_view(call->inputs[1], "forward input 0");
-    expect_dtype(dy, x.dtype, "output gradient 0");
+    const GradOperands operands = grad_operands(call);
+    const View &dy = operands.dy, &x = operands.x;
     expect_same_shape(dy, x, "output gradient 0");
     const int64_t axis = softmax_axis(call, x.rank());
-    const auto dx = wanted_grad(call, 0, x, "input gradient 0");
+    const auto dx = grad_output(call, 0, x, "input gradient 0");
     if (!dx) return;
     Exec exec(call, dx->device);
     // dx may alias dy or x: through a compact copy of the result.
@@ -341,13 +330,6 @@ std::optional<View> norm_param(const dx_kernel_call_t* call, int i, const View& 
 
 OperandShape param_operand(const std::optional<View>& t, const NormPlan& p) {
   return t ? t->operand() : OperandShape{p.inner, std::vector<int64_t>(p.inner.size(), 0)};
-}
-
-void expect_shape(const View& v, const std::vector<int64_t>& shape, const char* what) {
-  if (v.shape != shape) {
-    fail(DX_SHAPE_MISMATCH, std::string(DXG_BACKEND_NAME ": ") + what + " has shape " + shape_string(v.shape) +
-                                ", expected " + shape_string(shape));
-  }
 }
 
 dx_error_t* layer_norm_forward(const dx_kernel_call_t* call) {
@@ -463,10 +445,10 @@ dx_error_t* layer_norm_backward(const dx_kernel_call_t* call) {
     if ((!w && call->outputs[1] != nullptr) || (!b && call->outputs[2] != nullptr)) {
       fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": dx.layer_norm backward: a gradient was requested for an absent input");
     }
-    const auto dx = wanted_grad(call, 0, x, "input gradient 0");
+    const auto dx = grad_output(call, 0, x, "input gradient 0");
     std::optional<View> dw, db;
-    if (w) dw = wanted_grad(call, 1, *w, "input gradient 1");
-    if (b) db = wanted_grad(call, 2, *b, "input gradient 2");
+    if (w) dw = grad_output(call, 1, *w, "input gradient 1");
+    if (b) db = grad_output(call, 2, *b, "input gradient 2");
     if (!dx && !dw && !db) return;
     Exec exec(call, x.device);
     GradTarget target = stage_if_aliased(exec, dx, {&x, &dy, &dmean, &drstd});
@@ -527,15 +509,13 @@ dx_error_t* rms_norm_backward(const dx_kernel_call_t* call) {
     const View x = make_view(call->inputs[1], "forward input 0");
     const NormPlan p = plan_norm(call, x);
     const auto w = norm_param(call, 2, x, p, "weight");
-    const View dy = make_view(call->inputs[0], "output gradient 0");
-    expect_dtype(dy, x.dtype, "output gradient 0");
-    expect_shape(dy, x.shape, "output gradient 0");
+    const View dy = output_gradient(call, x.dtype, x.shape);
     if (!w && call->outputs[1] != nullptr) {
       fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": dx.rms_norm backward: a weight gradient was requested without a weight");
     }
-    const auto dx = wanted_grad(call, 0, x, "input gradient 0");
+    const auto dx = grad_output(call, 0, x, "input gradient 0");
     std::optional<View> dw;
-    if (w) dw = wanted_grad(call, 1, *w, "input gradient 1");
+    if (w) dw = grad_output(call, 1, *w, "input gradient 1");
     if (!dx && !dw) return;
     Exec exec(call, x.device);
     GradTarget target = stage_if_aliased(exec, dx, {&x, &dy});
@@ -643,14 +623,12 @@ dx_error_t* batch_norm_backward(const dx_kernel_call_t* call) {
   return kernel_entry(call, [&] {
     expect_arity(call, 7, 5);
     const BatchNormPlan p = plan_batch_norm(call, 1);
-    const View dy = make_view(call->inputs[0], "output gradient 0");
-    expect_dtype(dy, p.x.dtype, "output gradient 0");
-    expect_shape(dy, p.x.shape, "output gradient 0");
-    const auto dx = wanted_grad(call, 0, p.x, "input gradient 0");
+    const View dy = output_gradient(call, p.x.dtype, p.x.shape);
+    const auto dx = grad_output(call, 0, p.x, "input gradient 0");
     std::optional<View> g[5];
     const std::optional<View>* params[4] = {&p.w, &p.b, &p.running_mean, &p.running_var};
     for (int i = 0; i < 4; ++i) {
-      if (*params[i]) g[i + 1] = wanted_grad(call, i + 1, **params[i], "input gradient");
+      if (*params[i]) g[i + 1] = grad_output(call, i + 1, **params[i], "input gradient");
     }
     if (!dx && !g[1] && !g[2] && !g[3] && !g[4]) return;
     Exec exec(call, dy.device);
@@ -757,11 +735,9 @@ dx_error_t* embedding_backward(const dx_kernel_call_t* call) {
   return kernel_entry(call, [&] {
     expect_arity(call, 4, 2);
     const EmbeddingPlan p = plan_embedding(call, 1);
-    const View dy = make_view(call->inputs[0], "output gradient 0");
-    expect_dtype(dy, p.w.dtype, "output gradient 0");
-    expect_shape(dy, p.out_shape, "output gradient 0");
-    const auto dw = wanted_grad(call, 0, p.w, "input gradient 0");
-    const auto didx = wanted_grad(call, 1, p.idx, "input gradient 1");
+    const View dy = output_gradient(call, p.w.dtype, p.out_shape);
+    const auto dw = grad_output(call, 0, p.w, "input gradient 0");
+    const auto didx = grad_output(call, 1, p.idx, "input gradient 1");
     Exec exec(call, dy.device);
     check_indices(exec, p.idx, p.w.shape[0]);
     if (dw) {
@@ -882,11 +858,9 @@ dx_error_t* cross_entropy_backward(const dx_kernel_call_t* call) {
   return kernel_entry(call, [&] {
     expect_arity(call, 4, 2);
     const CrossEntropyPlan p = plan_cross_entropy(call, 1);
-    const View dy = make_view(call->inputs[0], "output gradient 0");
-    expect_dtype(dy, p.logits.dtype, "output gradient 0");
-    expect_shape(dy, p.out_shape, "output gradient 0");
-    const auto dlogits = wanted_grad(call, 0, p.logits, "input gradient 0");
-    const auto dlabels = wanted_grad(call, 1, p.labels, "input gradient 1");
+    const View dy = output_gradient(call, p.logits.dtype, p.out_shape);
+    const auto dlogits = grad_output(call, 0, p.logits, "input gradient 0");
+    const auto dlabels = grad_output(call, 1, p.labels, "input gradient 1");
     Exec exec(call, dy.device);
     const int64_t counted = check_labels(exec, p);
     if (dlogits) {

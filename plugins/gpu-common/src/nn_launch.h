@@ -132,16 +132,6 @@ inline void zero_fill(Exec& exec, const View& v) {
   launch_for_each(exec, ZeroBytesFn{l, v.base, dtype_size(v.dtype)}, l.count);
 }
 
-/// A requested gradient output `i` checked against the shape and dtype of `like`; nullopt when
-/// the caller passed null (not wanted) or the call has fewer outputs.
-inline std::optional<View> wanted_grad(const dx_kernel_call_t* call, int i, const View& like, const char* what) {
-  if (i >= call->num_outputs || call->outputs[i] == nullptr) return std::nullopt;
-  View g = make_view(call->outputs[i], what);
-  expect_dtype(g, like.dtype, what);
-  expect_same_shape(g, like, what);
-  return g;
-}
-
 /// An optional input: nullopt for a null tensor (or a missing slot).
 inline std::optional<View> optional_input(const dx_kernel_call_t* call, int i, const char* what) {
   if (i >= call->num_inputs || call->inputs[i] == nullptr) return std::nullopt;

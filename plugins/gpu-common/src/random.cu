@@ -4,6 +4,7 @@
 #include <string>
 
 #include "backward_fns.h"
+#include "deepx/gpu/extra_ops.h"
 #include "deepx/gpu/philox.h"
 #include "dispatch.h"
 #include "launch.h"
@@ -103,13 +104,41 @@ dx_error_t* dropout_forward(const dx_kernel_call_t* call) {
   });
 }
 
+/// dropout: inputs dy, d mask (ignored), x, y, mask; dx from the saved mask.
+dx_error_t* dropout_backward(const dx_kernel_call_t* call) {
+  return kernel_entry(call, [&] {
+    expect_arity(call, 5, 1);
+    const View dy = make_view(call->inputs[0], "output gradient 0");
+    const View x = make_view(call->inputs[2], "forward input 0");
+    const View mask = make_view(call->inputs[4], "forward output 1");
+    expect_dtype(dy, x.dtype, "output gradient 0");
+    expect_dtype(mask, DType::Bool, "forward output 1");
+    expect_same_shape(dy, x, "output gradient 0");
+    expect_same_shape(mask, x, "forward output 1");
+    const double p = attr_f64(call, 0, "p", 0.5);
+    if (!(p >= 0.0 && p <= 1.0)) fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": dropout: p must be in [0, 1]");
+    const bool training = attr_bool(call, 3, "training", true);
+    const auto dx = grad_output(call, 0, x, "input gradient 0");
+    if (!dx) return;
+    expect_one_device({&dy, &mask, &*dx});
+    Exec exec(call, dx->device);
+    const Layout l = make_layout(x.shape, {dx->operand(), dy.operand(), mask.operand()});
+    dispatch_float(x.dtype, [&](auto tag) {
+      using T = tag_t<decltype(tag)>;
+      launch_for_each(exec, DropoutGradFn<T>{l, dx->data<T>(), dy.data<T>(), mask.data<uint8_t>(), p, training},
+                      l.count);
+    });
+    exec.finish();
+  });
+}
+
 }  // namespace
 
 void register_random_kernels(Registrar& r) {
   for (DType d : float_types()) {
     r.add("dx.uniform", 0, 1, {d}, &random_forward<false>, kDeterministic);
     r.add("dx.normal", 0, 1, {d}, &random_forward<true>, kDeterministic);
-    r.add("dx.dropout", 1, 2, {d, d, DType::Bool}, &dropout_forward, kDeterministic, dropout_backward_fn());
+    r.add("dx.dropout", 1, 2, {d, d, DType::Bool}, &dropout_forward, kDeterministic, &dropout_backward);
   }
 }
 

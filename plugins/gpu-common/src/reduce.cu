@@ -173,12 +173,7 @@ dx_error_t* softmax_forward(const dx_kernel_call_t* call) {
     expect_same_shape(out, in, "output 0");
     expect_one_device({&in, &out});
     const int rank = in.rank();
-    int64_t axis = attr_i64(call, DX_SOFTMAX_AXIS, "axis", -1);
-    const int effective_rank = rank == 0 ? 1 : rank;
-    if (axis < 0) axis += effective_rank;
-    if (axis < 0 || axis >= effective_rank) {
-      fail(DX_OUT_OF_RANGE, DXG_BACKEND_NAME ": softmax: axis out of range");
-    }
+    const int64_t axis = softmax_axis(call, rank);
     int64_t length = 1, in_stride = 0, out_stride = 0;
     std::vector<int64_t> outer_shape, outer_in, outer_out;
     for (int d = 0; d < rank; ++d) {
@@ -207,6 +202,152 @@ dx_error_t* softmax_forward(const dx_kernel_call_t* call) {
   });
 }
 
+// ---- backward --------------------------------------------------------------------------------
+
+dx_error_t* softmax_backward(const dx_kernel_call_t* call) {
+  return kernel_entry(call, [&] {
+    const GradOperands operands = grad_operands(call);
+    const View &dy = operands.dy, &x = operands.x;
+    expect_same_shape(dy, x, "output gradient 0");
+    const auto dx = grad_output(call, 0, x, "input gradient 0");
+    if (!dx) return;
+    const int rank = x.rank();
+    const int64_t axis = softmax_axis(call, rank);
+    int64_t length = 1, xs = 0, dys = 0, dxs = 0;
+    std::vector<int64_t> outer_shape, o_dx, o_x, o_dy;
+    for (int d = 0; d < rank; ++d) {
+      const auto u = static_cast<size_t>(d);
+      if (d == axis) {
+        length = x.shape[u];
+        xs = x.strides[u];
+        dys = dy.strides[u];
+        dxs = dx->strides[u];
+      } else {
+        outer_shape.push_back(x.shape[u]);
+        o_dx.push_back(dx->strides[u]);
+        o_x.push_back(x.strides[u]);
+        o_dy.push_back(dy.strides[u]);
+      }
+    }
+    Exec exec(call, dx->device);
+    const Layout outer = make_layout(outer_shape, {OperandShape{outer_shape, o_dx}, OperandShape{outer_shape, o_x},
+                                                   OperandShape{outer_shape, o_dy}});
+    if (length > 0 && outer.count > 0) {
+      dispatch_float(x.dtype, [&](auto tag) {
+        using T = tag_t<decltype(tag)>;
+        SoftmaxGradFn<T> fn{outer, length, xs, dys, dxs, x.data<T>(), dy.data<T>(), dx->data<T>()};
+        launch_softmax_grad(exec, fn, outer.count);
+      });
+    }
+    exec.finish();
+  });
+}
+
+/// sum / mean: dx = dy broadcast back over the reduced axes (divided by their size for mean).
+template <bool kMean>
+dx_error_t* reduction_backward(const dx_kernel_call_t* call) {
+  return kernel_entry(call, [&] {
+    const GradOperands operands = grad_operands(call);
+    const View &dy = operands.dy, &x = operands.x;
+    const int rank = x.rank();
+    const std::vector<bool> reduced = reduce_axes_attr(call, rank);
+    const bool keepdims = attr_bool(call, DX_REDUCE_KEEPDIMS, "keepdims", false);
+    std::vector<int64_t> expected, strides(static_cast<size_t>(rank), 0);
+    int64_t count = 1;
+    for (int d = 0, k = 0; d < rank; ++d) {
+      const auto u = static_cast<size_t>(d);
+      if (reduced[u]) {
+        count *= x.shape[u];
+        if (keepdims) {
+          expected.push_back(1);
+          ++k;
+        }
+      } else {
+        expected.push_back(x.shape[u]);
+        strides[u] = dy.strides[static_cast<size_t>(k++)];
+      }
+    }
+    if (expected != dy.shape) fail(DX_SHAPE_MISMATCH, DXG_BACKEND_NAME ": reduction backward: wrong gradient shape");
+    const auto dx = grad_output(call, 0, x, "input gradient 0");
+    if (!dx) return;
+    Exec exec(call, dx->device);
+    scaled_copy(exec, *dx, strides, dy, kMean ? 1.0 / static_cast<double>(count) : 1.0);
+    exec.finish();
+  });
+}
+
+/// max (+1), min (-1): the first extreme element per group (block tree), then one thread per
+/// element; prod (0): one thread per reduced group (ProdGradFn).
+template <int kSign>
+dx_error_t* extreme_or_prod_backward(const dx_kernel_call_t* call) {
+  return kernel_entry(call, [&] {
+    const GradOperands operands = grad_operands(call);
+    const View &dy = operands.dy, &x = operands.x;
+    const View y = make_view(call->inputs[2], "forward output 0");
+    expect_same_shape(y, dy, "forward output 0");
+    const int rank = x.rank();
+    const std::vector<bool> reduced = reduce_axes_attr(call, rank);
+    const bool keepdims = attr_bool(call, DX_REDUCE_KEEPDIMS, "keepdims", false);
+    std::vector<int64_t> expected;
+    for (int d = 0; d < rank; ++d) {
+      const auto u = static_cast<size_t>(d);
+      if (!reduced[u]) expected.push_back(x.shape[u]);
+      else if (keepdims) expected.push_back(1);
+    }
+    if (expected != dy.shape) fail(DX_SHAPE_MISMATCH, DXG_BACKEND_NAME ": reduction backward: wrong gradient shape");
+    const auto dx = grad_output(call, 0, x, "input gradient 0");
+    if (!dx) return;
+    std::vector<int64_t> outer_shape, o_dy, o_x, o_dx, inner_shape, i_x, i_dx;
+    for (int d = 0, k = 0; d < rank; ++d) {
+      const auto u = static_cast<size_t>(d);
+      if (reduced[u]) {
+        inner_shape.push_back(x.shape[u]);
+        i_x.push_back(x.strides[u]);
+        i_dx.push_back(dx->strides[u]);
+        if (keepdims) ++k;
+      } else {
+        outer_shape.push_back(x.shape[u]);
+        o_dy.push_back(dy.strides[static_cast<size_t>(k++)]);
+        o_x.push_back(x.strides[u]);
+        o_dx.push_back(dx->strides[u]);
+      }
+    }
+    Exec exec(call, dx->device);
+    const Layout outer = make_layout(outer_shape, {OperandShape{outer_shape, o_dy}, OperandShape{outer_shape, o_x},
+                                                   OperandShape{outer_shape, o_dx}});
+    const Layout inner = make_layout(inner_shape, {OperandShape{inner_shape, i_x}, OperandShape{inner_shape, i_dx}});
+    if (outer.count > 0 && inner.count > 0 && kSign != 0) {
+      // The first extreme element of each group (argmax/argmin's block tree, whose answer is
+      // the reference's serial one), then every dx element in parallel.
+      Exec::Scratch best(exec, static_cast<uint64_t>(outer.count) * 8);
+      const Layout arg_outer = make_layout(outer_shape, {OperandShape{outer_shape, compact_strides(outer_shape)},
+                                                         OperandShape{outer_shape, o_x}});
+      const Layout arg_inner = make_layout(inner_shape, {OperandShape{inner_shape, i_x}});
+      dispatch_float(x.dtype, [&](auto tag) {
+        using T = tag_t<decltype(tag)>;
+        launch_reduce(exec, ArgReduceFn<T>{arg_outer, arg_inner, x.data<T>(), static_cast<int64_t*>(best.get()), kSign},
+                      outer.count);
+        launch_for_each(exec, ExtremeGradFn<T>{outer, inner, dy.data<T>(), dx->data<T>(),
+                                               static_cast<const int64_t*>(best.get())},
+                        outer.count * inner.count);
+      });
+      exec.finish();
+      return;
+    }
+    if (outer.count > 0 && inner.count > 0) {
+      Exec::Scratch scratch(exec, static_cast<uint64_t>(outer.count * inner.count) * 8);
+      dispatch_float(x.dtype, [&](auto tag) {
+        using T = tag_t<decltype(tag)>;
+        launch_for_each(exec, ProdGradFn<T>{outer, inner, dy.data<T>(), x.data<T>(), dx->data<T>(),
+                                            static_cast<double*>(scratch.get())}, outer.count);
+      });
+      exec.finish();
+      return;
+    }
+    exec.finish();
+  });
+}
+
 }  // namespace
 
 void register_reduction_kernels(Registrar& r) {
@@ -217,7 +358,8 @@ void register_reduction_kernels(Registrar& r) {
       {"dx.min", &reduce_forward<ReduceOp::Min>},
   };
   const ReduceOp codes[] = {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::Min};
-  const dx_kernel_fn backward[] = {sum_backward_fn(), mean_backward_fn(), max_backward_fn(), min_backward_fn()};
+  const dx_kernel_fn backward[] = {&reduction_backward<false>, &reduction_backward<true>, &extreme_or_prod_backward<1>,
+                                   &extreme_or_prod_backward<-1>};
   for (int i = 0; i < 4; ++i) {
     for (DType d : float_types()) r.add(ops[i].first, 1, 1, {d, d}, ops[i].second, kDeterministic, backward[i]);
     for (DType d : int_types()) {
@@ -225,7 +367,7 @@ void register_reduction_kernels(Registrar& r) {
     }
   }
   for (DType d : float_types()) {
-    r.add("dx.prod", 1, 1, {d, d}, &prod_forward, kDeterministic, prod_backward_fn());
+    r.add("dx.prod", 1, 1, {d, d}, &prod_forward, kDeterministic, &extreme_or_prod_backward<0>);
     r.add("dx.argmax", 1, 1, {d, DType::I64}, &arg_forward<1>, kDeterministic);
     r.add("dx.argmin", 1, 1, {d, DType::I64}, &arg_forward<-1>, kDeterministic);
   }
@@ -235,7 +377,7 @@ void register_reduction_kernels(Registrar& r) {
     r.add("dx.argmin", 1, 1, {d, DType::I64}, &arg_forward<-1>, kDeterministic);
   }
   for (DType d : float_types()) {
-    r.add("dx.softmax", 1, 1, {d, d}, &softmax_forward, kDeterministic, softmax_backward_fn());
+    r.add("dx.softmax", 1, 1, {d, d}, &softmax_forward, kDeterministic, &softmax_backward);
   }
 }
 

@@ -102,10 +102,33 @@ void expect_same_shape(const View& a, const View& b, const char* what) {
   }
 }
 
+void expect_shape(const View& v, const std::vector<int64_t>& shape, const char* what) {
+  if (v.shape != shape) {
+    fail(DX_SHAPE_MISMATCH, std::string(DXG_BACKEND_NAME ": ") + what + ": shape " + shape_string(v.shape) +
+                                ", expected " + shape_string(shape));
+  }
+}
+
+std::optional<View> grad_output(const dx_kernel_call_t* call, int i, const View& like, const char* what) {
+  if (i >= call->num_outputs || call->outputs[i] == nullptr) return std::nullopt;
+  View g = make_view(call->outputs[i], what);
+  expect_dtype(g, like.dtype, what);
+  expect_same_shape(g, like, what);
+  return g;
+}
+
 Layout make_layout(const std::vector<int64_t>& shape, const std::vector<OperandShape>& operands) {
   std::optional<Layout> l = build_layout(shape, operands);
   if (!l) fail(DX_UNSUPPORTED, DXG_BACKEND_NAME ": too many non-contiguous dimensions for one kernel");
   return *l;
+}
+
+int64_t softmax_axis(const dx_kernel_call_t* call, int rank) {
+  const int64_t attr = attr_i64(call, DX_SOFTMAX_AXIS, "axis", -1);
+  const int64_t limit = rank == 0 ? 1 : rank;
+  const int64_t axis = attr < 0 ? attr + limit : attr;
+  if (axis < 0 || axis >= limit) fail(DX_OUT_OF_RANGE, DXG_BACKEND_NAME ": softmax axis " + std::to_string(attr) + " is out of range");
+  return axis;
 }
 
 std::vector<bool> reduce_axes_attr(const dx_kernel_call_t* call, int rank) {

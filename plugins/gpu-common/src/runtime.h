@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -173,6 +174,11 @@ View make_view(const DLTensor* t, const char* what);
 void expect_arity(const dx_kernel_call_t* call, int inputs, int outputs);
 void expect_dtype(const View& v, DType want, const char* what);
 void expect_same_shape(const View& a, const View& b, const char* what);
+void expect_shape(const View& v, const std::vector<int64_t>& shape, const char* what);
+/// The input gradient `i` a backward call asks for, checked to have the dtype and shape of
+/// `like` (the forward input); nullopt when the caller passed null (not wanted) or the call has
+/// fewer outputs.
+std::optional<View> grad_output(const dx_kernel_call_t* call, int i, const View& like, const char* what);
 std::string shape_string(const std::vector<int64_t>& shape);
 
 /// Builds a layout or fails with DX_UNSUPPORTED (too many dimensions after collapsing).
@@ -190,6 +196,9 @@ bool attr_bool(const dx_kernel_call_t* call, int slot, const char* name, bool fa
 /// empty: every dim). Negative axes count from the end; a bad type is DX_INVALID_ARGUMENT, an
 /// out-of-range or repeated axis DX_OUT_OF_RANGE.
 std::vector<bool> reduce_axes_attr(const dx_kernel_call_t* call, int rank);
+/// The `axis` of softmax / log_softmax for a rank-`rank` tensor (default -1; rank 0 acts as
+/// rank 1), or DX_OUT_OF_RANGE.
+int64_t softmax_axis(const dx_kernel_call_t* call, int rank);
 int64_t attr_i64(const dx_kernel_call_t* call, int slot, const char* name, int64_t fallback);
 double attr_f64(const dx_kernel_call_t* call, int slot, const char* name, double fallback);
 

@@ -1,5 +1,5 @@
-// Host-side helpers of the shape and indexing kernels (shape.cu, indexing.cu): sub-views,
-// strided moves and fills on the call's stream, axis attributes, requested gradients.
+// Host-side helpers of the shape and indexing kernels (movement_shape.cu, indexing.cu):
+// sub-views, strided moves and fills on the call's stream, axis attributes.
 #ifndef DEEPX_PLUGINS_GPU_COMMON_SHAPE_HELPERS_H_
 #define DEEPX_PLUGINS_GPU_COMMON_SHAPE_HELPERS_H_
 
@@ -20,8 +20,6 @@ void move_view(Exec& exec, const View& dst, const View& src, bool convert);
 void fill_view(Exec& exec, const View& v, uint64_t bits);
 /// The i64 `axis` attribute in `slot` (default 0) for rank `rank`; out of range = DX_OUT_OF_RANGE.
 int64_t normal_axis(const dx_kernel_call_t* call, int slot, int rank, const char* op);
-/// Input gradient `i` when requested (null = not wanted): `like`'s dtype and shape.
-std::optional<View> wanted_gradient(const dx_kernel_call_t* call, int i, const View& like, const char* what);
 
 }  // namespace deepx::gpu
 

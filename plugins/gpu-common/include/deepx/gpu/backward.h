@@ -1,8 +1,8 @@
-// Per-element and per-row bodies of the backward kernels (see src/backward.cu for the calling
-// convention: inputs = output gradients, forward inputs, forward outputs; outputs = input
-// gradients). Derivatives follow the reference (reference-kernels/src/elementwise.cc); binary
-// gradients are computed in f64, so a broadcast input's gradient is summed in f64 and rounded
-// once, as the reference does.
+// Per-element and per-row bodies of the backward kernels (see src/elementwise_backward.cu for
+// the calling convention: inputs = output gradients, forward inputs, forward outputs; outputs =
+// input gradients). Derivatives follow the reference (reference-kernels/src/elementwise.cc);
+// binary gradients are computed in f64, so a broadcast input's gradient is summed in f64 and
+// rounded once, as the reference does.
 #ifndef DEEPX_GPU_BACKWARD_H_
 #define DEEPX_GPU_BACKWARD_H_
 

@@ -1,7 +1,7 @@
 // Bodies of the op families added after the first set: gelu, clamp, bool logic, bitwise_not
 // (per element), prod and argmax/argmin (block tree reductions, same phases as reduce.h), and
 // the gradients of where, clamp, gelu, max/min and prod. Semantics follow the reference
-// (reference-kernels/src/elementwise.cc, logic.cc, reduce.cc).
+// (reference-kernels/src/elementwise.cc, elementwise_logic.cc, reduce.cc).
 #ifndef DEEPX_GPU_EXTRA_OPS_H_
 #define DEEPX_GPU_EXTRA_OPS_H_
 

@@ -1,4 +1,4 @@
-// Per-element bodies of the shape and indexing kernels (src/shape.cu, src/indexing.cu):
+// Per-element bodies of the shape and indexing kernels (src/movement_shape.cu, src/indexing.cu):
 // reshape's re-mapping copy, the axis-split iteration of index_select / gather / scatter_add,
 // the device-side index check, and the gradient sums of the indexing ops.
 //

@@ -1,9 +1,10 @@
-// Backward kernels (the `backward` slots of the F signatures): unary math, gelu, clamp,
-// broadcasting binary arithmetic, where, softmax, copy, transpose, cast (F -> F), sum, mean,
-// max, min, prod and dropout (the shape and indexing gradients live in shape.cu and
-// indexing.cu). Calling convention
-// (plugin.h): inputs = the output gradients, the forward inputs, the forward outputs; outputs =
-// the input gradients, a null entry meaning "not wanted". Attributes are the forward call's.
+// Backward kernels of the elementwise family (the `backward` slots of the F signatures): unary
+// math, gelu, clamp, broadcasting binary arithmetic, where and cast (F -> F), and of copy and
+// transpose, which are cast's converting copy; the reductions' and softmax's gradients are in
+// reduce.cu, dropout's in random.cu, the shape and indexing gradients in movement_shape.cu and
+// indexing.cu. Calling convention (plugin.h): inputs = the output gradients, the forward
+// inputs, the forward outputs; outputs = the input gradients, a null entry meaning "not
+// wanted". Attributes are the forward call's.
 #include <string>
 #include <vector>
 
@@ -22,22 +23,11 @@ namespace {
 constexpr int64_t kSerialSumLimit = 65536;
 constexpr int64_t kSerialSumOutputs = 1024;
 
-/// The requested gradient `i`, or nullopt when the caller passed null (not wanted).
-std::optional<View> grad_output(const dx_kernel_call_t* call, int i, const View& like, const char* what) {
-  if (call->outputs[i] == nullptr) return std::nullopt;
-  View g = make_view(call->outputs[i], what);
-  expect_dtype(g, like.dtype, what);
-  expect_same_shape(g, like, what);
-  return g;
-}
-
 template <UnaryOp op>
 dx_error_t* unary_backward(const dx_kernel_call_t* call) {
   return kernel_entry(call, [&] {
-    expect_arity(call, 3, 1);
-    const View dy = make_view(call->inputs[0], "output gradient 0");
-    const View x = make_view(call->inputs[1], "forward input 0");
-    expect_dtype(dy, x.dtype, "output gradient 0");
+    const GradOperands operands = grad_operands(call);
+    const View &dy = operands.dy, &x = operands.x;
     expect_same_shape(dy, x, "output gradient 0");
     const auto dx = grad_output(call, 0, x, "input gradient 0");
     if (!dx) return;
@@ -53,6 +43,37 @@ dx_error_t* unary_backward(const dx_kernel_call_t* call) {
 }
 
 }  // namespace
+
+GradOperands grad_operands(const dx_kernel_call_t* call) {
+  expect_arity(call, 3, 1);
+  GradOperands g{make_view(call->inputs[0], "output gradient 0"), make_view(call->inputs[1], "forward input 0")};
+  expect_dtype(g.dy, g.x.dtype, "output gradient 0");
+  return g;
+}
+
+void scaled_copy(Exec& exec, const View& dx, const std::vector<int64_t>& dy_strides_in_dx_order, const View& dy,
+                 double scale) {
+  const Layout l = make_layout(dx.shape, {dx.operand(), OperandShape{dx.shape, dy_strides_in_dx_order}});
+  const bool exact_alias = dx.base == dy.base && dx.strides == dy_strides_in_dx_order && dx.dtype == dy.dtype;
+  if (dx.base == dy.base && !exact_alias && l.count > 0) {
+    const uint64_t bytes = static_cast<uint64_t>(l.count) * 8;
+    Exec::Scratch tmp(exec, bytes);
+    const OperandShape compact{dx.shape, compact_strides(dx.shape)};
+    launch_for_each(exec, ScaleFn{make_layout(dx.shape, {compact, OperandShape{dx.shape, dy_strides_in_dx_order}}),
+                                  static_cast<char*>(tmp.get()), dy.base, DType::F64, dy.dtype, scale}, l.count);
+    launch_for_each(exec, ScaleFn{make_layout(dx.shape, {dx.operand(), compact}), dx.base,
+                                  static_cast<const char*>(tmp.get()), dx.dtype, DType::F64, 1.0}, l.count);
+    return;
+  }
+  launch_for_each(exec, ScaleFn{l, dx.base, dy.base, dx.dtype, dy.dtype, scale}, l.count);
+}
+
+View output_gradient(const dx_kernel_call_t* call, DType dtype, const std::vector<int64_t>& shape) {
+  View dy = make_view(call->inputs[0], "output gradient 0");
+  expect_dtype(dy, dtype, "output gradient 0");
+  expect_shape(dy, shape, "output gradient 0");
+  return dy;
+}
 
 /// Sums a compact f64 buffer of `full` shape into `grad` (whose shape broadcasts to `full`),
 /// rounding once to grad's dtype.
@@ -142,69 +163,6 @@ dx_error_t* binary_backward(const dx_kernel_call_t* call) {
   });
 }
 
-dx_error_t* softmax_backward(const dx_kernel_call_t* call) {
-  return kernel_entry(call, [&] {
-    expect_arity(call, 3, 1);
-    const View dy = make_view(call->inputs[0], "output gradient 0");
-    const View x = make_view(call->inputs[1], "forward input 0");
-    expect_dtype(dy, x.dtype, "output gradient 0");
-    expect_same_shape(dy, x, "output gradient 0");
-    const auto dx = grad_output(call, 0, x, "input gradient 0");
-    if (!dx) return;
-    const int rank = x.rank();
-    int64_t axis = attr_i64(call, DX_SOFTMAX_AXIS, "axis", -1);
-    const int effective_rank = rank == 0 ? 1 : rank;
-    if (axis < 0) axis += effective_rank;
-    if (axis < 0 || axis >= effective_rank) fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": softmax: axis out of range");
-    int64_t length = 1, xs = 0, dys = 0, dxs = 0;
-    std::vector<int64_t> outer_shape, o_dx, o_x, o_dy;
-    for (int d = 0; d < rank; ++d) {
-      const auto u = static_cast<size_t>(d);
-      if (d == axis) {
-        length = x.shape[u];
-        xs = x.strides[u];
-        dys = dy.strides[u];
-        dxs = dx->strides[u];
-      } else {
-        outer_shape.push_back(x.shape[u]);
-        o_dx.push_back(dx->strides[u]);
-        o_x.push_back(x.strides[u]);
-        o_dy.push_back(dy.strides[u]);
-      }
-    }
-    Exec exec(call, dx->device);
-    const Layout outer = make_layout(outer_shape, {OperandShape{outer_shape, o_dx}, OperandShape{outer_shape, o_x},
-                                                   OperandShape{outer_shape, o_dy}});
-    if (length > 0 && outer.count > 0) {
-      dispatch_float(x.dtype, [&](auto tag) {
-        using T = tag_t<decltype(tag)>;
-        SoftmaxGradFn<T> fn{outer, length, xs, dys, dxs, x.data<T>(), dy.data<T>(), dx->data<T>()};
-        launch_softmax_grad(exec, fn, outer.count);
-      });
-    }
-    exec.finish();
-  });
-}
-
-/// dx = dy (copy, cast F -> F): through f64, rounded once to dx's dtype. When dx aliases dy
-/// with another layout, through a scratch copy.
-void scaled_copy(Exec& exec, const View& dx, const std::vector<int64_t>& dy_strides_in_dx_order, const View& dy,
-                 double scale) {
-  const Layout l = make_layout(dx.shape, {dx.operand(), OperandShape{dx.shape, dy_strides_in_dx_order}});
-  const bool exact_alias = dx.base == dy.base && dx.strides == dy_strides_in_dx_order && dx.dtype == dy.dtype;
-  if (dx.base == dy.base && !exact_alias && l.count > 0) {
-    const uint64_t bytes = static_cast<uint64_t>(l.count) * 8;
-    Exec::Scratch tmp(exec, bytes);
-    const OperandShape compact{dx.shape, compact_strides(dx.shape)};
-    launch_for_each(exec, ScaleFn{make_layout(dx.shape, {compact, OperandShape{dx.shape, dy_strides_in_dx_order}}),
-                                  static_cast<char*>(tmp.get()), dy.base, DType::F64, dy.dtype, scale}, l.count);
-    launch_for_each(exec, ScaleFn{make_layout(dx.shape, {dx.operand(), compact}), dx.base,
-                                  static_cast<const char*>(tmp.get()), dx.dtype, DType::F64, 1.0}, l.count);
-    return;
-  }
-  launch_for_each(exec, ScaleFn{l, dx.base, dy.base, dx.dtype, dy.dtype, scale}, l.count);
-}
-
 dx_error_t* copy_backward(const dx_kernel_call_t* call) {
   return kernel_entry(call, [&] {
     expect_arity(call, 3, 1);
@@ -222,29 +180,10 @@ dx_error_t* copy_backward(const dx_kernel_call_t* call) {
 
 dx_error_t* transpose_backward(const dx_kernel_call_t* call) {
   return kernel_entry(call, [&] {
-    expect_arity(call, 3, 1);
-    const View dy = make_view(call->inputs[0], "output gradient 0");
-    const View x = make_view(call->inputs[1], "forward input 0");
-    expect_dtype(dy, x.dtype, "output gradient 0");
+    const GradOperands operands = grad_operands(call);
+    const View &dy = operands.dy, &x = operands.x;
     const int rank = x.rank();
-    std::vector<int64_t> perm(static_cast<size_t>(rank));
-    if (const dx_attr_t* a = attr_at(call, DX_TRANSPOSE_PERM)) {
-      if (a->type != DX_ATTR_I64_ARRAY || a->count != rank) {
-        fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": transpose: perm must be an i64 array of the input's rank");
-      }
-      std::vector<bool> seen(static_cast<size_t>(rank), false);
-      for (int d = 0; d < rank; ++d) {
-        int64_t p = a->value.i64s[d];
-        if (p < 0) p += rank;
-        if (p < 0 || p >= rank || seen[static_cast<size_t>(p)]) {
-          fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": transpose: perm is not a permutation");
-        }
-        seen[static_cast<size_t>(p)] = true;
-        perm[static_cast<size_t>(d)] = p;
-      }
-    } else {
-      for (int d = 0; d < rank; ++d) perm[static_cast<size_t>(d)] = rank - 1 - d;
-    }
+    const std::vector<int64_t> perm = transpose_perm(call, rank);
     std::vector<int64_t> expected(static_cast<size_t>(rank)), strides(static_cast<size_t>(rank));
     for (int d = 0; d < rank; ++d) {
       expected[static_cast<size_t>(d)] = x.shape[static_cast<size_t>(perm[static_cast<size_t>(d)])];
@@ -273,41 +212,6 @@ dx_error_t* cast_backward(const dx_kernel_call_t* call) {
     if (!dx) return;
     Exec exec(call, dx->device);
     scaled_copy(exec, *dx, dy.strides, dy, 1.0);
-    exec.finish();
-  });
-}
-
-/// sum / mean: dx = dy broadcast back over the reduced axes (divided by their size for mean).
-template <bool kMean>
-dx_error_t* reduction_backward(const dx_kernel_call_t* call) {
-  return kernel_entry(call, [&] {
-    expect_arity(call, 3, 1);
-    const View dy = make_view(call->inputs[0], "output gradient 0");
-    const View x = make_view(call->inputs[1], "forward input 0");
-    expect_dtype(dy, x.dtype, "output gradient 0");
-    const int rank = x.rank();
-    const std::vector<bool> reduced = reduce_axes_attr(call, rank);
-    const bool keepdims = attr_bool(call, DX_REDUCE_KEEPDIMS, "keepdims", false);
-    std::vector<int64_t> expected, strides(static_cast<size_t>(rank), 0);
-    int64_t count = 1;
-    for (int d = 0, k = 0; d < rank; ++d) {
-      const auto u = static_cast<size_t>(d);
-      if (reduced[u]) {
-        count *= x.shape[u];
-        if (keepdims) {
-          expected.push_back(1);
-          ++k;
-        }
-      } else {
-        expected.push_back(x.shape[u]);
-        strides[u] = dy.strides[static_cast<size_t>(k++)];
-      }
-    }
-    if (expected != dy.shape) fail(DX_SHAPE_MISMATCH, DXG_BACKEND_NAME ": reduction backward: wrong gradient shape");
-    const auto dx = grad_output(call, 0, x, "input gradient 0");
-    if (!dx) return;
-    Exec exec(call, dx->device);
-    scaled_copy(exec, *dx, strides, dy, kMean ? 1.0 / static_cast<double>(count) : 1.0);
     exec.finish();
   });
 }
@@ -364,10 +268,8 @@ dx_error_t* where_backward(const dx_kernel_call_t* call) {
 template <bool kGelu>
 dx_error_t* pointwise_backward(const dx_kernel_call_t* call) {
   return kernel_entry(call, [&] {
-    expect_arity(call, 3, 1);
-    const View dy = make_view(call->inputs[0], "output gradient 0");
-    const View x = make_view(call->inputs[1], "forward input 0");
-    expect_dtype(dy, x.dtype, "output gradient 0");
+    const GradOperands operands = grad_operands(call);
+    const View &dy = operands.dy, &x = operands.x;
     expect_same_shape(dy, x, "output gradient 0");
     const bool tanh_form = kGelu && gelu_uses_tanh(call);
     const FloatClampBounds bounds = kGelu ? FloatClampBounds{} : float_clamp_bounds(call);
@@ -385,117 +287,11 @@ dx_error_t* pointwise_backward(const dx_kernel_call_t* call) {
   });
 }
 
-/// max (+1), min (-1): the first extreme element per group (block tree), then one thread per
-/// element; prod (0): one thread per reduced group (ProdGradFn).
-template <int kSign>
-dx_error_t* extreme_or_prod_backward(const dx_kernel_call_t* call) {
-  return kernel_entry(call, [&] {
-    expect_arity(call, 3, 1);
-    const View dy = make_view(call->inputs[0], "output gradient 0");
-    const View x = make_view(call->inputs[1], "forward input 0");
-    const View y = make_view(call->inputs[2], "forward output 0");
-    expect_dtype(dy, x.dtype, "output gradient 0");
-    expect_same_shape(y, dy, "forward output 0");
-    const int rank = x.rank();
-    const std::vector<bool> reduced = reduce_axes_attr(call, rank);
-    const bool keepdims = attr_bool(call, DX_REDUCE_KEEPDIMS, "keepdims", false);
-    std::vector<int64_t> expected;
-    for (int d = 0; d < rank; ++d) {
-      const auto u = static_cast<size_t>(d);
-      if (!reduced[u]) expected.push_back(x.shape[u]);
-      else if (keepdims) expected.push_back(1);
-    }
-    if (expected != dy.shape) fail(DX_SHAPE_MISMATCH, DXG_BACKEND_NAME ": reduction backward: wrong gradient shape");
-    const auto dx = grad_output(call, 0, x, "input gradient 0");
-    if (!dx) return;
-    std::vector<int64_t> outer_shape, o_dy, o_x, o_dx, inner_shape, i_x, i_dx;
-    for (int d = 0, k = 0; d < rank; ++d) {
-      const auto u = static_cast<size_t>(d);
-      if (reduced[u]) {
-        inner_shape.push_back(x.shape[u]);
-        i_x.push_back(x.strides[u]);
-        i_dx.push_back(dx->strides[u]);
-        if (keepdims) ++k;
-      } else {
-        outer_shape.push_back(x.shape[u]);
-        o_dy.push_back(dy.strides[static_cast<size_t>(k++)]);
-        o_x.push_back(x.strides[u]);
-        o_dx.push_back(dx->strides[u]);
-      }
-    }
-    Exec exec(call, dx->device);
-    const Layout outer = make_layout(outer_shape, {OperandShape{outer_shape, o_dy}, OperandShape{outer_shape, o_x},
-                                                   OperandShape{outer_shape, o_dx}});
-    const Layout inner = make_layout(inner_shape, {OperandShape{inner_shape, i_x}, OperandShape{inner_shape, i_dx}});
-    if (outer.count > 0 && inner.count > 0 && kSign != 0) {
-      // The first extreme element of each group (argmax/argmin's block tree, whose answer is
-      // the reference's serial one), then every dx element in parallel.
-      Exec::Scratch best(exec, static_cast<uint64_t>(outer.count) * 8);
-      const Layout arg_outer = make_layout(outer_shape, {OperandShape{outer_shape, compact_strides(outer_shape)},
-                                                         OperandShape{outer_shape, o_x}});
-      const Layout arg_inner = make_layout(inner_shape, {OperandShape{inner_shape, i_x}});
-      dispatch_float(x.dtype, [&](auto tag) {
-        using T = tag_t<decltype(tag)>;
-        launch_reduce(exec, ArgReduceFn<T>{arg_outer, arg_inner, x.data<T>(), static_cast<int64_t*>(best.get()), kSign},
-                      outer.count);
-        launch_for_each(exec, ExtremeGradFn<T>{outer, inner, dy.data<T>(), dx->data<T>(),
-                                               static_cast<const int64_t*>(best.get())},
-                        outer.count * inner.count);
-      });
-      exec.finish();
-      return;
-    }
-    if (outer.count > 0 && inner.count > 0) {
-      Exec::Scratch scratch(exec, static_cast<uint64_t>(outer.count * inner.count) * 8);
-      dispatch_float(x.dtype, [&](auto tag) {
-        using T = tag_t<decltype(tag)>;
-        launch_for_each(exec, ProdGradFn<T>{outer, inner, dy.data<T>(), x.data<T>(), dx->data<T>(),
-                                            static_cast<double*>(scratch.get())}, outer.count);
-      });
-      exec.finish();
-      return;
-    }
-    exec.finish();
-  });
-}
-
-/// dropout: inputs dy, d mask (ignored), x, y, mask; dx from the saved mask.
-dx_error_t* dropout_backward(const dx_kernel_call_t* call) {
-  return kernel_entry(call, [&] {
-    expect_arity(call, 5, 1);
-    const View dy = make_view(call->inputs[0], "output gradient 0");
-    const View x = make_view(call->inputs[2], "forward input 0");
-    const View mask = make_view(call->inputs[4], "forward output 1");
-    expect_dtype(dy, x.dtype, "output gradient 0");
-    expect_dtype(mask, DType::Bool, "forward output 1");
-    expect_same_shape(dy, x, "output gradient 0");
-    expect_same_shape(mask, x, "forward output 1");
-    const double p = attr_f64(call, 0, "p", 0.5);
-    if (!(p >= 0.0 && p <= 1.0)) fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": dropout: p must be in [0, 1]");
-    const bool training = attr_bool(call, 3, "training", true);
-    const auto dx = grad_output(call, 0, x, "input gradient 0");
-    if (!dx) return;
-    expect_one_device({&dy, &mask, &*dx});
-    Exec exec(call, dx->device);
-    const Layout l = make_layout(x.shape, {dx->operand(), dy.operand(), mask.operand()});
-    dispatch_float(x.dtype, [&](auto tag) {
-      using T = tag_t<decltype(tag)>;
-      launch_for_each(exec, DropoutGradFn<T>{l, dx->data<T>(), dy.data<T>(), mask.data<uint8_t>(), p, training},
-                      l.count);
-    });
-    exec.finish();
-  });
-}
-
 }  // namespace
 
-dx_kernel_fn dropout_backward_fn() { return &dropout_backward; }
 dx_kernel_fn where_backward_fn() { return &where_backward; }
 dx_kernel_fn gelu_backward_fn() { return &pointwise_backward<true>; }
 dx_kernel_fn clamp_backward_fn() { return &pointwise_backward<false>; }
-dx_kernel_fn max_backward_fn() { return &extreme_or_prod_backward<1>; }
-dx_kernel_fn min_backward_fn() { return &extreme_or_prod_backward<-1>; }
-dx_kernel_fn prod_backward_fn() { return &extreme_or_prod_backward<0>; }
 
 dx_kernel_fn unary_backward_fn(UnaryOp op) {
   switch (op) {
@@ -534,11 +330,8 @@ dx_kernel_fn binary_backward_fn(BinaryOp op) {
   return nullptr;
 }
 
-dx_kernel_fn softmax_backward_fn() { return &softmax_backward; }
 dx_kernel_fn copy_backward_fn() { return &copy_backward; }
 dx_kernel_fn transpose_backward_fn() { return &transpose_backward; }
 dx_kernel_fn cast_backward_fn() { return &cast_backward; }
-dx_kernel_fn sum_backward_fn() { return &reduction_backward<false>; }
-dx_kernel_fn mean_backward_fn() { return &reduction_backward<true>; }
 
 }  // namespace deepx::gpu

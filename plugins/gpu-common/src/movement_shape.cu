@@ -63,17 +63,6 @@ int64_t normal_axis(const dx_kernel_call_t* call, int slot, int rank, const char
   return normal;
 }
 
-std::optional<View> wanted_gradient(const dx_kernel_call_t* call, int i, const View& like, const char* what) {
-  if (call->outputs[i] == nullptr) return std::nullopt;
-  View g = make_view(call->outputs[i], what);
-  expect_dtype(g, like.dtype, what);
-  if (g.shape != like.shape) {
-    fail(DX_SHAPE_MISMATCH, std::string(DXG_BACKEND_NAME ": ") + what + " has shape " + shape_string(g.shape) +
-                                ", the forward input has " + shape_string(like.shape));
-  }
-  return g;
-}
-
 namespace {
 
 std::vector<int64_t> i64_list(const dx_kernel_call_t* call, int slot, const char* op, const char* name) {
@@ -83,13 +72,6 @@ std::vector<int64_t> i64_list(const dx_kernel_call_t* call, int slot, const char
     fail(DX_INVALID_ARGUMENT, std::string(DXG_BACKEND_NAME ": ") + op + ": " + name + " must be an i64 array");
   }
   return std::vector<int64_t>(a->value.i64s, a->value.i64s + a->count);
-}
-
-void expect_shape(const View& v, const std::vector<int64_t>& expected, const char* op) {
-  if (v.shape != expected) {
-    fail(DX_SHAPE_MISMATCH, std::string(DXG_BACKEND_NAME ": ") + op + ": shape " + shape_string(v.shape) +
-                                ", expected " + shape_string(expected));
-  }
 }
 
 // ---- reshape -----------------------------------------------------------------------------------
@@ -129,12 +111,10 @@ dx_error_t* reshape_forward(const dx_kernel_call_t* call) {
 
 dx_error_t* reshape_backward(const dx_kernel_call_t* call) {
   return kernel_entry(call, [&] {
-    expect_arity(call, 3, 1);
-    const View dy = make_view(call->inputs[0], "output gradient 0");
-    const View x = make_view(call->inputs[1], "forward input 0");
-    expect_dtype(dy, x.dtype, "output gradient 0");
+    const GradOperands operands = grad_operands(call);
+    const View &dy = operands.dy, &x = operands.x;
     if (dy.count() != x.count()) fail(DX_SHAPE_MISMATCH, DXG_BACKEND_NAME ": reshape backward: sizes differ");
-    const auto dx = wanted_gradient(call, 0, x, "input gradient 0");
+    const auto dx = grad_output(call, 0, x, "input gradient 0");
     if (!dx) return;
     Exec exec(call, dx->device);
     remap(exec, *dx, dy, true);
@@ -169,12 +149,10 @@ dx_error_t* broadcast_to_forward(const dx_kernel_call_t* call) {
 
 dx_error_t* broadcast_to_backward(const dx_kernel_call_t* call) {
   return kernel_entry(call, [&] {
-    expect_arity(call, 3, 1);
-    const View dy = make_view(call->inputs[0], "output gradient 0");
-    const View x = make_view(call->inputs[1], "forward input 0");
-    expect_dtype(dy, x.dtype, "output gradient 0");
+    const GradOperands operands = grad_operands(call);
+    const View &dy = operands.dy, &x = operands.x;
     check_broadcast(x, dy.shape);
-    const auto dx = wanted_gradient(call, 0, x, "input gradient 0");
+    const auto dx = grad_output(call, 0, x, "input gradient 0");
     if (!dx) return;
     Exec exec(call, dx->device);
     const int64_t count = dy.count();
@@ -256,7 +234,7 @@ dx_error_t* concat_backward(const dx_kernel_call_t* call) {
     int64_t base = 0;
     for (int i = 0; i < n; ++i) {
       const View& x = xs[static_cast<size_t>(i)];
-      if (const auto dx = wanted_gradient(call, i, x, "input gradient")) {
+      if (const auto dx = grad_output(call, i, x, "input gradient")) {
         move_view(exec, *dx, sub_view(dy, base * dy.strides[ax], x.shape, dy.strides), true);
       }
       base += x.shape[ax];
@@ -339,7 +317,7 @@ dx_error_t* split_backward(const dx_kernel_call_t* call) {
       total += dy.shape[ax];
     }
     if (total != x.shape[ax]) fail(DX_SHAPE_MISMATCH, DXG_BACKEND_NAME ": split backward: gradients do not cover the input");
-    const auto dx = wanted_gradient(call, 0, x, "input gradient 0");
+    const auto dx = grad_output(call, 0, x, "input gradient 0");
     if (!dx) return;
     Exec exec(call, dx->device);
     int64_t base = 0;
@@ -411,13 +389,11 @@ dx_error_t* slice_forward(const dx_kernel_call_t* call) {
 
 dx_error_t* slice_backward(const dx_kernel_call_t* call) {
   return kernel_entry(call, [&] {
-    expect_arity(call, 3, 1);
-    const View dy = make_view(call->inputs[0], "output gradient 0");
-    const View x = make_view(call->inputs[1], "forward input 0");
-    expect_dtype(dy, x.dtype, "output gradient 0");
+    const GradOperands operands = grad_operands(call);
+    const View &dy = operands.dy, &x = operands.x;
     const SlicePlan p = plan_slice(call, x);
     expect_shape(dy, p.shape, "slice backward");
-    const auto dx = wanted_gradient(call, 0, x, "input gradient 0");
+    const auto dx = grad_output(call, 0, x, "input gradient 0");
     if (!dx) return;
     Exec exec(call, dx->device);
     fill_view(exec, *dx, 0);
@@ -472,14 +448,12 @@ dx_error_t* pad_forward(const dx_kernel_call_t* call) {
 
 dx_error_t* pad_backward(const dx_kernel_call_t* call) {
   return kernel_entry(call, [&] {
-    expect_arity(call, 3, 1);
-    const View dy = make_view(call->inputs[0], "output gradient 0");
-    const View x = make_view(call->inputs[1], "forward input 0");
-    expect_dtype(dy, x.dtype, "output gradient 0");
+    const GradOperands operands = grad_operands(call);
+    const View &dy = operands.dy, &x = operands.x;
     std::vector<int64_t> out_shape;
     const std::vector<int64_t> before = pad_before(call, x, out_shape);
     expect_shape(dy, out_shape, "pad backward");
-    const auto dx = wanted_gradient(call, 0, x, "input gradient 0");
+    const auto dx = grad_output(call, 0, x, "input gradient 0");
     if (!dx) return;
     Exec exec(call, dx->device);
     move_view(exec, *dx, pad_interior(dy, before, x.shape), true);
@@ -554,13 +528,11 @@ dx_error_t* tile_forward(const dx_kernel_call_t* call) {
 
 dx_error_t* tile_backward(const dx_kernel_call_t* call) {
   return kernel_entry(call, [&] {
-    expect_arity(call, 3, 1);
-    const View dy = make_view(call->inputs[0], "output gradient 0");
-    const View x = make_view(call->inputs[1], "forward input 0");
-    expect_dtype(dy, x.dtype, "output gradient 0");
+    const GradOperands operands = grad_operands(call);
+    const View &dy = operands.dy, &x = operands.x;
     const TilePlan p = plan_tile(call, x);
     expect_shape(dy, p.out_shape, "tile backward");
-    const auto dx = wanted_gradient(call, 0, x, "input gradient 0");
+    const auto dx = grad_output(call, 0, x, "input gradient 0");
     if (!dx) return;
     Exec exec(call, dx->device);
     const int64_t count = dy.count();

@@ -1,0 +1,3 @@
+// The movement_shape.cu source of the GPU plugins, compiled by g++ against the emulated runtime
+// (../include/deepx/gpu/emulated_runtime.h) for libdeepx-plugin-gpuemu.so.
+#include "../src/movement_shape.cu"
