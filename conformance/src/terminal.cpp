@@ -151,12 +151,13 @@ std::string cases_by_tier(const RunRecord& run) {
 }
 
 void print_summary(FILE* so, const RunRecord& run, const SummaryText& text) {
-  size_t forward = 0, backward = 0;
-  for (const auto& o : run.outcomes) (o.c.is_backward() ? backward : forward) += 1;
+  size_t forward = 0, backward = 0, fdcheck = 0;
+  for (const auto& o : run.outcomes) (o.c.is_backward() ? backward : o.c.mode == "fdcheck" ? fdcheck : forward) += 1;
   std::fprintf(so, "\nsummary of %s%s%s against %s\n", run.plugin_name.c_str(), run.plugin.version.empty() ? "" : " ",
                run.plugin.version.c_str(), run.reference.name.c_str());
-  std::fprintf(so, "cases: %zu (%zu forward, %zu backward); by tier: %s\n", run.outcomes.size(), forward, backward,
-               cases_by_tier(run).c_str());
+  const std::string finite_differences = fdcheck ? ", " + std::to_string(fdcheck) + " finite-difference" : "";
+  std::fprintf(so, "cases: %zu (%zu forward, %zu backward%s); by tier: %s\n", run.outcomes.size(), forward, backward,
+               finite_differences.c_str(), cases_by_tier(run).c_str());
   std::fprintf(so, "tests: %zu passed: %zu failed: %zu not_supported: %zu mistrusted: %zu\n", run.outcomes.size(),
                run.passed(), run.failed, run.count(Status::NotSupported), run.count(Status::Mistrusted));
   if (run.failed)

@@ -178,6 +178,11 @@ TEST(CertifySummary, EndsWithVerdictTiersTimeAndWhereTheReportsAre) {
   EXPECT_NE(s.find("verdict: NOT CERTIFIED (1 failures)\n"), std::string::npos) << s;
   EXPECT_NE(s.find("reports: out/report.json, out/junit.xml, out/report.html\n"), std::string::npos) << s;
   EXPECT_EQ(s.find("worst errors (per op"), std::string::npos) << s;  // that table is --verbose's
+  // --fd-check's cases are counted as such.
+  RunRecord fd = run;
+  fd.outcomes[0].c.mode = "fdcheck";
+  const std::string f = capture([&](FILE* out) { print_summary(out, fd, text); });
+  EXPECT_NE(f.find("cases: 4 (2 forward, 1 backward, 1 finite-difference); by tier:"), std::string::npos) << f;
   // --quiet: no reports line.
   const std::string quiet = capture([&](FILE* f) { print_summary(f, run, SummaryText{}); });
   EXPECT_EQ(quiet.find("reports:"), std::string::npos);
