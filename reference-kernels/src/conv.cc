@@ -1,6 +1,6 @@
 // dx.conv2d (NCHW; stride, padding, dilation, groups; optional bias), dx.max_pool2d and
 // dx.avg_pool2d (NCHW; kernel, stride = kernel by default, padding; floor mode; the average
-// excludes padding), dx.batch_norm (NCHW and any trailing spatial dims), and their gradients.
+// excludes padding), and their gradients.
 // Sums are f64, rounded once.
 #include <cmath>
 #include <limits>
@@ -157,79 +157,6 @@ std::size_t window_argmax(const Tensor& x, const std::vector<std::vector<std::in
   return best;
 }
 
-// ---- batch norm ----
-struct BatchNormPlan {
-  Tensor x;
-  std::optional<Tensor> w, b, running_mean, running_var;
-  bool training = false;
-  double momentum = 0.1, eps = 1e-5;
-  std::int64_t channels = 0, per_channel = 0;
-};
-
-BatchNormPlan plan_batch_norm(const Call& call, std::size_t first) {
-  BatchNormPlan p;
-  p.x = view(call.inputs[first], "input 0");
-  const auto opt = [&](std::size_t i, const char* role) -> std::optional<Tensor> {
-    if (first + i >= call.inputs.size() || call.inputs[first + i] == nullptr) return std::nullopt;
-    return view(call.inputs[first + i], role);
-  };
-  p.w = opt(1, "input 1");
-  p.b = opt(2, "input 2");
-  p.running_mean = opt(3, "input 3");
-  p.running_var = opt(4, "input 4");
-  p.training = attr_bool(call, 0, "training", false);
-  p.momentum = attr_f64(call, 1, "momentum").value_or(0.1);
-  p.eps = attr_f64(call, 2, "eps").value_or(1e-5);
-  if (p.x.rank() < 2) fail(DX_SHAPE_MISMATCH, "dx.batch_norm: x must be (N, C, ...)");
-  p.channels = p.x.shape[1];
-  p.per_channel = p.x.numel / (p.channels > 0 ? p.channels : 1);
-  for (const auto* t : {&p.w, &p.b, &p.running_mean, &p.running_var}) {
-    if (*t && ((*t)->rank() != 1 || (*t)->shape[0] != p.channels)) {
-      fail(DX_SHAPE_MISMATCH, "dx.batch_norm: per-channel tensors must be (C,) with C = " + std::to_string(p.channels));
-    }
-  }
-  if (!p.training && (!p.running_mean || !p.running_var)) {
-    fail(DX_INVALID_ARGUMENT, "dx.batch_norm: evaluation mode needs running_mean and running_var");
-  }
-  return p;
-}
-
-// Members of channel c, in row-major order.
-void channel_members(const Tensor& x, std::int64_t c, std::vector<std::vector<std::int64_t>>& members) {
-  members.clear();
-  std::vector<std::int64_t> shape = x.shape;
-  shape[1] = 1;
-  for_each_index(shape, [&](std::span<const std::int64_t> i) {
-    members.emplace_back(i.begin(), i.end());
-    members.back()[1] = c;
-  });
-}
-
-double channel_value(const std::optional<Tensor>& t, std::int64_t c, double fallback) {
-  if (!t) return fallback;
-  const std::int64_t i[1] = {c};
-  return load_float(t->dtype, t->at(i));
-}
-
-// Statistics used for channel c: batch mean and biased variance in training, else running.
-void channel_stats(const BatchNormPlan& p, std::int64_t c, const std::vector<std::vector<std::int64_t>>& members,
-                   double& mean, double& var) {
-  if (!p.training) {
-    mean = channel_value(p.running_mean, c, 0);
-    var = channel_value(p.running_var, c, 1);
-    return;
-  }
-  mean = 0;
-  for (const auto& m : members) mean += load_float(p.x.dtype, p.x.at(m));
-  mean /= static_cast<double>(members.size());
-  var = 0;
-  for (const auto& m : members) {
-    const double d = load_float(p.x.dtype, p.x.at(m)) - mean;
-    var += d * d;
-  }
-  var /= static_cast<double>(members.size());
-}
-
 }  // namespace
 
 void conv2d(const Call& call) {
@@ -321,100 +248,6 @@ void avg_pool2d_backward(const Call& call) {
     for (const auto& m : members) GradBuffer::add(gx.view.at(m), g);
   });
   gx.store(*dx);
-}
-
-void batch_norm(const Call& call) {
-  // inputs: x (N, C, ...), weight, bias, running_mean, running_var (all (C,), all optional but
-  // x; the running stats are required in evaluation). Training: batch statistics (biased
-  // variance) normalise, and the running stats, when given, are updated in place:
-  // r = (1 - momentum) r + momentum s, with the unbiased variance for running_var (PyTorch).
-  const BatchNormPlan p = plan_batch_norm(call, 0);
-  const Tensor y = view(call.outputs[0], "output 0");
-  expect_output_shape(y, p.x.shape);
-  std::vector<std::vector<std::int64_t>> members;
-  std::vector<double> out;
-  for (std::int64_t c = 0; c < p.channels; ++c) {
-    channel_members(p.x, c, members);
-    double mean = 0, var = 0;
-    channel_stats(p, c, members, mean, var);
-    const double rstd = 1.0 / std::sqrt(var + p.eps);
-    const double w = channel_value(p.w, c, 1), b = channel_value(p.b, c, 0);
-    out.clear();
-    for (const auto& m : members) out.push_back((load_float(p.x.dtype, p.x.at(m)) - mean) * rstd * w + b);
-    for (std::size_t k = 0; k < members.size(); ++k) store_float(y.dtype, y.at(members[k]), out[k]);
-    if (p.training && p.running_mean && p.running_var && !members.empty()) {
-      const std::int64_t ci[1] = {c};
-      const double n = static_cast<double>(members.size());
-      const double unbiased = n > 1 ? var * n / (n - 1) : std::numeric_limits<double>::quiet_NaN();
-      const double rm = channel_value(p.running_mean, c, 0), rv = channel_value(p.running_var, c, 1);
-      store_float(p.running_mean->dtype, p.running_mean->at(ci), (1 - p.momentum) * rm + p.momentum * mean);
-      store_float(p.running_var->dtype, p.running_var->at(ci), (1 - p.momentum) * rv + p.momentum * unbiased);
-    }
-  }
-}
-
-void batch_norm_backward(const Call& call) {
-  // inputs: dy, x, weight, bias, running_mean, running_var, y; outputs: dx, dweight, dbias,
-  // drunning_mean, drunning_var. The running stats are not updated.
-  const BatchNormPlan p = plan_batch_norm(call, 1);
-  const Tensor dy = view(call.inputs[0], "output gradient 0");
-  expect_output_shape(dy, p.x.shape);
-  const std::vector<std::int64_t> c_shape = {p.channels};
-  const std::optional<Tensor> dx = grad_output(call, 0, p.x.shape);
-  const std::optional<Tensor> dw = p.w ? grad_output(call, 1, c_shape) : std::nullopt;
-  const std::optional<Tensor> db = p.b ? grad_output(call, 2, c_shape) : std::nullopt;
-  GradBuffer gx(p.x.shape), gw(c_shape), gb(c_shape);
-  std::vector<std::vector<std::int64_t>> members;
-  for (std::int64_t c = 0; c < p.channels; ++c) {
-    channel_members(p.x, c, members);
-    if (members.empty()) continue;
-    double mean = 0, var = 0;
-    channel_stats(p, c, members, mean, var);
-    const double rstd = 1.0 / std::sqrt(var + p.eps);
-    const double w = channel_value(p.w, c, 1);
-    const double n = static_cast<double>(members.size());
-    double sum_g = 0, sum_g_xhat = 0;
-    for (const auto& m : members) {
-      const double g = load_float(dy.dtype, dy.at(m));
-      const double xhat = (load_float(p.x.dtype, p.x.at(m)) - mean) * rstd;
-      sum_g += g;
-      sum_g_xhat += g * xhat;
-    }
-    const std::int64_t ci[1] = {c};
-    GradBuffer::add(gw.view.at(ci), sum_g_xhat);
-    GradBuffer::add(gb.view.at(ci), sum_g);
-    for (const auto& m : members) {
-      const double g = load_float(dy.dtype, dy.at(m));
-      const double xhat = (load_float(p.x.dtype, p.x.at(m)) - mean) * rstd;
-      // Training: the batch statistics depend on x; evaluation: they are constants.
-      const double d = p.training ? w * rstd * (g - sum_g / n - xhat * sum_g_xhat / n) : w * rstd * g;
-      GradBuffer::add(gx.view.at(m), d);
-    }
-  }
-  if (dx) gx.store(*dx);
-  if (dw) gw.store(*dw);
-  if (db) gb.store(*db);
-  // In evaluation y depends on the running statistics: d y / d rm = -w rstd,
-  // d y / d rv = -w (x - rm) rstd^3 / 2. In training they do not affect y (gradient 0).
-  const std::optional<Tensor> drm = p.running_mean ? grad_output(call, 3, c_shape) : std::nullopt;
-  const std::optional<Tensor> drv = p.running_var ? grad_output(call, 4, c_shape) : std::nullopt;
-  GradBuffer grm(c_shape), grv(c_shape);
-  if (!p.training && (drm || drv)) {
-    for (std::int64_t c = 0; c < p.channels; ++c) {
-      channel_members(p.x, c, members);
-      const double mean = channel_value(p.running_mean, c, 0), var = channel_value(p.running_var, c, 1);
-      const double rstd = 1.0 / std::sqrt(var + p.eps);
-      const double w = channel_value(p.w, c, 1);
-      const std::int64_t ci[1] = {c};
-      for (const auto& m : members) {
-        const double g = load_float(dy.dtype, dy.at(m));
-        GradBuffer::add(grm.view.at(ci), -g * w * rstd);
-        GradBuffer::add(grv.view.at(ci), -0.5 * g * w * (load_float(p.x.dtype, p.x.at(m)) - mean) * rstd * rstd * rstd);
-      }
-    }
-  }
-  if (drm) grm.store(*drm);
-  if (drv) grv.store(*drv);
 }
 
 }  // namespace deepx::ref

@@ -6,7 +6,12 @@
 // produces f64. Max/min propagate NaN; the max/min/argmax/argmin of an empty set is an error;
 // the empty sum is 0, product 1, mean NaN. argmax/argmin return the first index of the extreme
 // (a NaN counts as the extreme, as PyTorch).
+// dx.softmax along one axis (attr `axis`, default -1), numerically stable: each line is shifted
+// by its maximum before exponentiation. Computed in f64 and rounded once; a NaN anywhere in a
+// line makes the whole line NaN. A rank-0 tensor is one line of one element (PyTorch accepts
+// axis 0 and -1 there). Its gradient recomputes the softmax from x.
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "deepx/ops.h"
@@ -334,6 +339,98 @@ void min_backward(const Call& call) {
   reduction_backward(call, [](const std::vector<double>& v, std::vector<double>& w) {
     if (!v.empty()) w[extreme_position(v, -1)] = 1.0;
   });
+}
+
+// ---- softmax ----
+
+std::int64_t softmax_axis(const Call& call, std::size_t rank_u) {
+  const std::int64_t axis_attr = attr_i64(call, DX_SOFTMAX_AXIS, "axis", -1);
+  const auto rank = static_cast<std::int64_t>(rank_u);
+  const std::int64_t axis_limit = rank == 0 ? 1 : rank;  // rank 0 acts as rank 1 here
+  const std::int64_t axis = axis_attr < 0 ? axis_attr + axis_limit : axis_attr;
+  if (axis < 0 || axis >= axis_limit) {
+    fail(DX_OUT_OF_RANGE, "softmax axis " + std::to_string(axis_attr) +
+                              " is out of range for rank " + std::to_string(rank));
+  }
+  return axis;
+}
+
+void softmax_line(std::vector<double>& line) {
+  double line_max = -std::numeric_limits<double>::infinity();
+  bool has_nan = false;
+  for (double v : line) {
+    if (std::isnan(v)) has_nan = true;
+    else if (v > line_max) line_max = v;
+  }
+  double total = 0;
+  for (double& v : line) {
+    v = std::exp(v - line_max);
+    total += v;
+  }
+  for (double& v : line) v = has_nan ? std::numeric_limits<double>::quiet_NaN() : v / total;
+}
+
+void softmax(const Call& call) {
+  const Tensor in = view(call.inputs[0], "input 0");
+  const Tensor out = view(call.outputs[0], "output 0");
+  expect_output_shape(out, in.shape);
+  const auto rank = static_cast<std::int64_t>(in.rank());
+  const std::int64_t axis = softmax_axis(call, in.rank());
+  if (rank == 0) {
+    const double x = load_float(in.dtype, in.base);
+    // exp(x - x) / exp(x - x): 1, or NaN for NaN and +-Inf (Inf - Inf), as in the general case.
+    store_float(out.dtype, out.base, std::isnan(x - x) ? x - x : 1.0);
+    return;
+  }
+
+  const std::int64_t length = in.shape[axis];
+  std::vector<double> line(length);
+  for_each_line(in.shape, axis, [&](std::vector<std::int64_t>& index) {
+    // Read the whole line first, so an output that aliases the input is safe.
+    for (std::int64_t i = 0; i < length; ++i) {
+      index[axis] = i;
+      line[i] = load_float(in.dtype, in.at(index));
+    }
+    softmax_line(line);
+    for (std::int64_t i = 0; i < length; ++i) {
+      index[axis] = i;
+      store_float(out.dtype, out.at(index), line[i]);
+    }
+  });
+}
+
+void softmax_backward(const Call& call) {
+  // inputs: dy, x, y; output dx = s * (dy - sum(dy * s)) along the axis, with s the softmax
+  // recomputed in f64 from x (not the rounded y).
+  const Tensor dy = view(call.inputs[0], "output gradient 0");
+  const Tensor x = view(call.inputs[1], "forward input 0");
+  expect_output_shape(dy, x.shape);
+  expect_output_shape(view(call.inputs[2], "forward output 0"), x.shape);
+  const std::int64_t axis = softmax_axis(call, x.rank());
+  const std::optional<Tensor> dx = grad_output(call, 0, x.shape);
+  if (!dx) return;
+  GradBuffer buf(x.shape);
+  if (x.rank() == 0) {
+    buf.store(*dx);  // softmax of one element is constant 1: gradient 0
+    return;
+  }
+  const std::int64_t length = x.shape[axis];
+  std::vector<double> s(length), g(length);
+  for_each_line(x.shape, axis, [&](std::vector<std::int64_t>& index) {
+    for (std::int64_t i = 0; i < length; ++i) {
+      index[axis] = i;
+      s[i] = load_float(x.dtype, x.at(index));
+      g[i] = load_float(dy.dtype, dy.at(index));
+    }
+    softmax_line(s);
+    double dot = 0;
+    for (std::int64_t i = 0; i < length; ++i) dot += g[i] * s[i];
+    for (std::int64_t i = 0; i < length; ++i) {
+      index[axis] = i;
+      GradBuffer::add(buf.view.at(index), s[i] * (g[i] - dot));
+    }
+  });
+  buf.store(*dx);
 }
 
 }  // namespace deepx::ref

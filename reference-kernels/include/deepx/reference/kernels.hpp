@@ -8,6 +8,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <string>
@@ -209,6 +210,66 @@ double to_double_round_to_odd(std::int64_t v);
 void encode_value(const Call& call, int slot, const char* name, DType t, std::byte* bytes);
 // Stores the integer `v` into any dtype: F rounds once, I wraps, bool is v != 0.
 void store_int_any(DType t, std::byte* p, std::int64_t v);
+
+// The value of channel `c` of an optional per-channel (C,) tensor, `fallback` when absent
+// (conv2d's bias, batch_norm's weights and running statistics).
+inline double channel_value(const std::optional<Tensor>& t, std::int64_t c, double fallback) {
+  if (!t) return fallback;
+  const std::int64_t i[1] = {c};
+  return load_float(t->dtype, t->at(i));
+}
+
+// ---- helpers of dx.softmax (reduce.cc) that dx.log_softmax (nn.cc) shares --------------------
+
+// The normalised softmax axis (attribute `axis`, default -1) of a rank-`rank` tensor (rank 0
+// acts as rank 1); DX_OUT_OF_RANGE outside it.
+std::int64_t softmax_axis(const Call& call, std::size_t rank);
+// softmax of one line in f64 (max-shifted; a NaN anywhere makes the line NaN), in place.
+void softmax_line(std::vector<double>& line);
+// Calls fn(index) once per line of `shape` along `axis`, in row-major order of the other
+// dimensions: `index` holds the line's position, index[axis] is the caller's to set.
+template <typename Fn>
+void for_each_line(std::span<const std::int64_t> shape, std::int64_t axis, Fn fn) {
+  std::vector<std::int64_t> outer_shape(shape.begin(), shape.end());
+  outer_shape[static_cast<std::size_t>(axis)] = 1;
+  std::vector<std::int64_t> index;
+  for_each_index(outer_shape, [&](std::span<const std::int64_t> outer) {
+    index.assign(outer.begin(), outer.end());
+    fn(index);
+  });
+}
+
+// ---- helpers of the movement and indexing families (movement_shape.cc, indexing.cc) ----------
+
+// Copies one element's bytes from in[ii] to out[oi].
+inline void move_bytes(const Tensor& out, std::span<const std::int64_t> oi, const Tensor& in,
+                       std::span<const std::int64_t> ii) {
+  std::memmove(out.at(oi), in.at(ii), size_of(in.dtype));
+}
+
+// Normalises an axis attribute (slot 0, "axis", default `fallback`) for rank `rank`.
+inline std::size_t axis_attr(const Call& call, std::size_t rank, std::int64_t fallback, const char* op) {
+  const std::int64_t axis = attr_i64(call, 0, "axis", fallback);
+  const auto r = static_cast<std::int64_t>(rank);
+  const std::int64_t normal = axis < 0 ? axis + r : axis;
+  if (normal < 0 || normal >= r) {
+    fail(DX_OUT_OF_RANGE, std::string(op) + ": axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  }
+  return static_cast<std::size_t>(normal);
+}
+
+// The gradient of a movement op: dx[src(i)] += dy[i] for each output index i, where
+// `source(out_index, in_index)` fills the input index (and returns false to skip, e.g. padding).
+template <typename Source>
+void movement_backward(const Tensor& dy, const Tensor& x, const std::optional<Tensor>& dx, Source source) {
+  if (!dx) return;
+  GradBuffer buf(x.shape);
+  std::vector<std::int64_t> in_index(x.rank());
+  for_each_index(dy.shape, [&](std::span<const std::int64_t> i) {
+    if (source(i, in_index)) GradBuffer::add(buf.view.at(in_index), load_float(dy.dtype, dy.at(i)));
+  });
+  buf.store(*dx);
+}
 
 // ---- the kernels (each validates shapes and attributes, throws Error) -------------------------
 void add(const Call& call);

@@ -1,7 +1,7 @@
-// Shape and data-movement ops (bit-exact: element bytes are moved unchanged) and their
+// Shape ops of the movement family (bit-exact: element bytes are moved unchanged) and their
 // gradients (F dtypes; accumulated in f64 and rounded once): dx.reshape, dx.broadcast_to,
-// dx.concat (variadic), dx.split (1 to 8 outputs), dx.slice, dx.index_select, dx.gather,
-// dx.scatter_add, dx.pad, dx.tile, and the creation op dx.arange.
+// dx.concat (variadic), dx.split (1 to 8 outputs), dx.slice, dx.pad, dx.tile, and the creation
+// op dx.arange (dx.copy, dx.transpose and dx.fill are in movement.cc).
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -11,22 +11,6 @@
 namespace deepx::ref {
 namespace {
 
-void move_bytes(const Tensor& out, std::span<const std::int64_t> oi, const Tensor& in,
-                std::span<const std::int64_t> ii) {
-  std::memmove(out.at(oi), in.at(ii), size_of(in.dtype));
-}
-
-// Normalises an axis attribute (slot 0, "axis", default `fallback`) for rank `rank`.
-std::size_t axis_attr(const Call& call, std::size_t rank, std::int64_t fallback, const char* op) {
-  const std::int64_t axis = attr_i64(call, 0, "axis", fallback);
-  const auto r = static_cast<std::int64_t>(rank);
-  const std::int64_t normal = axis < 0 ? axis + r : axis;
-  if (normal < 0 || normal >= r) {
-    fail(DX_OUT_OF_RANGE, std::string(op) + ": axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
-  }
-  return static_cast<std::size_t>(normal);
-}
-
 // Row-major multi-index of flat position `flat` in `shape`.
 void unflatten(std::int64_t flat, std::span<const std::int64_t> shape, std::vector<std::int64_t>& index) {
   index.resize(shape.size());
@@ -34,19 +18,6 @@ void unflatten(std::int64_t flat, std::span<const std::int64_t> shape, std::vect
     index[k] = flat % shape[k];
     flat /= shape[k];
   }
-}
-
-// The gradient of a movement op: dx[src(i)] += dy[i] for each output index i, where
-// `source(out_index, in_index)` fills the input index (and returns false to skip, e.g. padding).
-template <typename Source>
-void movement_backward(const Tensor& dy, const Tensor& x, const std::optional<Tensor>& dx, Source source) {
-  if (!dx) return;
-  GradBuffer buf(x.shape);
-  std::vector<std::int64_t> in_index(x.rank());
-  for_each_index(dy.shape, [&](std::span<const std::int64_t> i) {
-    if (source(i, in_index)) GradBuffer::add(buf.view.at(in_index), load_float(dy.dtype, dy.at(i)));
-  });
-  buf.store(*dx);
 }
 
 // ---- slice ----
@@ -120,27 +91,6 @@ TilePlan plan_tile(const Call& call, const Tensor& x) {
   p.x.strides.insert(p.x.strides.begin(), p.lead, 0);
   for (std::size_t k = 0; k < r; ++k) p.out_shape.push_back(p.x.shape[k] * reps[k]);
   return p;
-}
-
-// Checks the index tensors of index_select / gather / scatter_add before anything is written.
-void check_indices(const Tensor& idx, std::int64_t limit, const char* op) {
-  for_each_index(idx.shape, [&](std::span<const std::int64_t> i) {
-    const std::int64_t v = load_int(idx.dtype, idx.at(i));
-    if (v < 0 || v >= limit) {
-      fail(DX_OUT_OF_RANGE, std::string(op) + ": index " + std::to_string(v) + " at " + shape_string(i) +
-                                " is outside [0, " + std::to_string(limit) + ")");
-    }
-  });
-}
-
-// gather / scatter_add shape rule (torch): same rank; idx.shape[d] <= x.shape[d] for d != axis.
-void check_gather_shapes(const Tensor& x, const Tensor& idx, std::size_t axis, const char* op) {
-  if (idx.rank() != x.rank()) fail(DX_SHAPE_MISMATCH, std::string(op) + ": index rank differs from the input's");
-  for (std::size_t d = 0; d < x.rank(); ++d) {
-    if (d != axis && idx.shape[d] > x.shape[d]) {
-      fail(DX_SHAPE_MISMATCH, std::string(op) + ": index shape " + shape_string(idx.shape) + " exceeds input " + shape_string(x.shape));
-    }
-  }
 }
 
 }  // namespace
@@ -332,147 +282,6 @@ void slice_backward(const Call& call) {
     for (std::size_t k = 0; k < xi.size(); ++k) xi[k] = p.start[k] + i[k] * p.step[k];
     return true;
   });
-}
-
-void index_select(const Call& call) {
-  // x, idx (1-D, i32/i64) -> x with dim `axis` replaced by len(idx).
-  const Tensor x = view(call.inputs[0], "input 0");
-  const Tensor idx = view(call.inputs[1], "input 1");
-  const Tensor y = view(call.outputs[0], "output 0");
-  const std::size_t axis = axis_attr(call, x.rank(), 0, "dx.index_select");
-  if (idx.rank() != 1) fail(DX_SHAPE_MISMATCH, "dx.index_select: indices must be 1-D");
-  std::vector<std::int64_t> expected = x.shape;
-  expected[axis] = idx.shape[0];
-  expect_output_shape(y, expected);
-  check_indices(idx, x.shape[axis], "dx.index_select");
-  std::vector<std::int64_t> xi, ii(1);
-  for_each_index(y.shape, [&](std::span<const std::int64_t> i) {
-    xi.assign(i.begin(), i.end());
-    ii[0] = i[axis];
-    xi[axis] = load_int(idx.dtype, idx.at(ii));
-    move_bytes(y, i, x, xi);
-  });
-}
-
-void index_select_backward(const Call& call) {
-  const Tensor dy = view(call.inputs[0], "output gradient 0");
-  const Tensor x = view(call.inputs[1], "forward input 0");
-  const Tensor idx = view(call.inputs[2], "forward input 1");
-  const std::size_t axis = axis_attr(call, x.rank(), 0, "dx.index_select");
-  if (idx.rank() != 1) fail(DX_SHAPE_MISMATCH, "dx.index_select: indices must be 1-D");
-  std::vector<std::int64_t> expected = x.shape;
-  expected[axis] = idx.shape[0];
-  expect_output_shape(dy, expected);
-  check_indices(idx, x.shape[axis], "dx.index_select");
-  std::vector<std::int64_t> ii(1);
-  movement_backward(dy, x, grad_output(call, 0, x.shape), [&](std::span<const std::int64_t> i, std::vector<std::int64_t>& xi) {
-    xi.assign(i.begin(), i.end());
-    ii[0] = i[axis];
-    xi[axis] = load_int(idx.dtype, idx.at(ii));
-    return true;
-  });
-  if (const auto didx = grad_output(call, 1, idx.shape)) zero_fill(*didx);
-}
-
-void gather(const Call& call) {
-  // torch.gather: y[i] = x[i with i[axis] replaced by idx[i]]; y has idx's shape.
-  const Tensor x = view(call.inputs[0], "input 0");
-  const Tensor idx = view(call.inputs[1], "input 1");
-  const Tensor y = view(call.outputs[0], "output 0");
-  const std::size_t axis = axis_attr(call, x.rank(), 0, "dx.gather");
-  check_gather_shapes(x, idx, axis, "dx.gather");
-  expect_output_shape(y, idx.shape);
-  check_indices(idx, x.shape[axis], "dx.gather");
-  std::vector<std::int64_t> xi;
-  for_each_index(y.shape, [&](std::span<const std::int64_t> i) {
-    xi.assign(i.begin(), i.end());
-    xi[axis] = load_int(idx.dtype, idx.at(i));
-    move_bytes(y, i, x, xi);
-  });
-}
-
-void gather_backward(const Call& call) {
-  const Tensor dy = view(call.inputs[0], "output gradient 0");
-  const Tensor x = view(call.inputs[1], "forward input 0");
-  const Tensor idx = view(call.inputs[2], "forward input 1");
-  const std::size_t axis = axis_attr(call, x.rank(), 0, "dx.gather");
-  check_gather_shapes(x, idx, axis, "dx.gather");
-  expect_output_shape(dy, idx.shape);
-  check_indices(idx, x.shape[axis], "dx.gather");
-  movement_backward(dy, x, grad_output(call, 0, x.shape), [&](std::span<const std::int64_t> i, std::vector<std::int64_t>& xi) {
-    xi.assign(i.begin(), i.end());
-    xi[axis] = load_int(idx.dtype, idx.at(i));
-    return true;
-  });
-  if (const auto didx = grad_output(call, 1, idx.shape)) zero_fill(*didx);
-}
-
-void scatter_add(const Call& call) {
-  // y = x; y[i with i[axis] = idx[i]] += src[i] for every index i of idx (F: f64 sums rounded
-  // once per element; I: wrapping).
-  const Tensor x = view(call.inputs[0], "input 0");
-  const Tensor idx = view(call.inputs[1], "input 1");
-  const Tensor src = view(call.inputs[2], "input 2");
-  const Tensor y = view(call.outputs[0], "output 0");
-  const std::size_t axis = axis_attr(call, x.rank(), 0, "dx.scatter_add");
-  check_gather_shapes(x, idx, axis, "dx.scatter_add");
-  if (src.rank() != idx.rank()) fail(DX_SHAPE_MISMATCH, "dx.scatter_add: src rank differs from the index's");
-  for (std::size_t d = 0; d < idx.rank(); ++d) {
-    if (idx.shape[d] > src.shape[d]) fail(DX_SHAPE_MISMATCH, "dx.scatter_add: index shape exceeds src");
-  }
-  expect_output_shape(y, x.shape);
-  check_indices(idx, x.shape[axis], "dx.scatter_add");
-  // Accumulate in a buffer first (y may alias x).
-  std::vector<double> fsum(static_cast<std::size_t>(x.numel));
-  std::vector<std::uint64_t> isum(static_cast<std::size_t>(x.numel));
-  const auto flat_of = [&](std::span<const std::int64_t> i) {
-    std::int64_t f = 0;
-    for (std::size_t k = 0; k < i.size(); ++k) f = f * x.shape[k] + i[k];
-    return static_cast<std::size_t>(f);
-  };
-  for_each_index(x.shape, [&](std::span<const std::int64_t> i) {
-    if (is_float(x.dtype)) fsum[flat_of(i)] = load_float(x.dtype, x.at(i));
-    else isum[flat_of(i)] = static_cast<std::uint64_t>(load_int(x.dtype, x.at(i)));
-  });
-  std::vector<std::int64_t> yi;
-  for_each_index(idx.shape, [&](std::span<const std::int64_t> i) {
-    yi.assign(i.begin(), i.end());
-    yi[axis] = load_int(idx.dtype, idx.at(i));
-    if (is_float(x.dtype)) fsum[flat_of(yi)] += load_float(src.dtype, src.at(i));
-    else isum[flat_of(yi)] += static_cast<std::uint64_t>(load_int(src.dtype, src.at(i)));
-  });
-  for_each_index(x.shape, [&](std::span<const std::int64_t> i) {
-    if (is_float(x.dtype)) store_float(y.dtype, y.at(i), fsum[flat_of(i)]);
-    else store_int_wrapping(y.dtype, y.at(i), static_cast<std::int64_t>(isum[flat_of(i)]));
-  });
-}
-
-void scatter_add_backward(const Call& call) {
-  // inputs: dy, x, idx, src, y; outputs: dx = dy, didx (zeros), dsrc = gather(dy, idx) on idx's
-  // extent (0 beyond it).
-  const Tensor dy = view(call.inputs[0], "output gradient 0");
-  const Tensor x = view(call.inputs[1], "forward input 0");
-  const Tensor idx = view(call.inputs[2], "forward input 1");
-  const Tensor src = view(call.inputs[3], "forward input 2");
-  const std::size_t axis = axis_attr(call, x.rank(), 0, "dx.scatter_add");
-  check_gather_shapes(x, idx, axis, "dx.scatter_add");
-  expect_output_shape(dy, x.shape);
-  check_indices(idx, x.shape[axis], "dx.scatter_add");
-  movement_backward(dy, x, grad_output(call, 0, x.shape), [&](std::span<const std::int64_t> i, std::vector<std::int64_t>& xi) {
-    xi.assign(i.begin(), i.end());
-    return true;
-  });
-  if (const auto didx = grad_output(call, 1, idx.shape)) zero_fill(*didx);
-  if (const auto dsrc = grad_output(call, 2, src.shape)) {
-    GradBuffer buf(src.shape);
-    std::vector<std::int64_t> yi;
-    for_each_index(idx.shape, [&](std::span<const std::int64_t> i) {
-      yi.assign(i.begin(), i.end());
-      yi[axis] = load_int(idx.dtype, idx.at(i));
-      GradBuffer::add(buf.view.at(i), load_float(dy.dtype, dy.at(yi)));
-    });
-    buf.store(*dsrc);
-  }
 }
 
 void pad(const Call& call) {
