@@ -1,5 +1,5 @@
-// Elementwise kernels: dx.add/sub/mul/div (broadcasting), dx.neg/exp/relu, and the data
-// movement kernels dx.copy, dx.transpose, dx.fill.
+// Elementwise kernels: dx.add/sub/mul/div (broadcasting), dx.neg/exp/relu (the other
+// elementwise ops are in elementwise_math.cc, dx.copy / dx.transpose / dx.fill in movement.cc).
 #include <cmath>
 #include <cstring>
 
@@ -249,89 +249,6 @@ dx_error_t* unary_kernel(const dx_kernel_call_t* call) noexcept {
   });
 }
 
-// ---- copy / transpose -----------------------------------------------------------------------
-
-/// Copies `in` (any strides, already arranged in the output's dim order) into `out`: the
-/// dtype-blind byte mover of movement_util (memcpy runs, blocked tiles for transposes).
-template <class T>
-void strided_copy(const View& out, const View& in) {
-  movement::copy_view(out, in);
-}
-
-template <class T>
-dx_error_t* copy_kernel(const dx_kernel_call_t* call) noexcept {
-  return guard(call->host, [&] {
-    const auto [out, in] = unary_views<T, T>(call);
-    if (out.count() == 0) return;
-    strided_copy<T>(out, in);
-  });
-}
-
-template <class T>
-dx_error_t* transpose_kernel(const dx_kernel_call_t* call) noexcept {
-  return guard(call->host, [&] {
-    expect_arity(call, 1, 1);
-    const View in = make_view(call->inputs[0], "input 0");
-    const View out = make_view(call->outputs[0], "output 0");
-    expect_dtype(in, dtype_of<T>(), "input 0");
-    expect_dtype(out, dtype_of<T>(), "output 0");
-    const int rank = in.rank;
-    int64_t perm[kMaxRank];
-    transpose_perm(call, rank, perm);
-    View permuted = in;
-    for (int d = 0; d < rank; ++d) {
-      permuted.shape[d] = in.shape[perm[d]];
-      permuted.strides[d] = in.strides[perm[d]];
-    }
-    check_same_shape(out, permuted);
-    if (out.count() == 0) return;
-    strided_copy<T>(out, permuted);
-  });
-}
-
-}  // namespace
-
-void transpose_perm(const dx_kernel_call_t* call, int rank, int64_t* perm) {
-  const dx_attr_t* a = attr_at(call, DX_TRANSPOSE_PERM);
-  if (a == nullptr) {
-    for (int d = 0; d < rank; ++d) perm[d] = rank - 1 - d;
-    return;
-  }
-  if (a->type != DX_ATTR_I64_ARRAY) fail(DX_INVALID_ARGUMENT, "cpu: perm must be an i64 array");
-  if (a->count != rank || (rank > 0 && a->value.i64s == nullptr)) {
-    fail(DX_INVALID_ARGUMENT, "cpu: perm has " + std::to_string(a->count) +
-                                  " entries for a tensor of rank " + std::to_string(rank));
-  }
-  bool seen[kMaxRank] = {};
-  for (int d = 0; d < rank; ++d) {
-    int64_t p = a->value.i64s[d];
-    if (p < 0) p += rank;
-    if (p < 0 || p >= rank || seen[p]) {
-      fail(DX_INVALID_ARGUMENT, "cpu: perm is not a permutation of the axes");
-    }
-    seen[p] = true;
-    perm[d] = p;
-  }
-}
-
-namespace {
-
-// ---- fill -----------------------------------------------------------------------------------
-
-template <class T>
-dx_error_t* fill_kernel(const dx_kernel_call_t* call) noexcept {
-  return guard(call->host, [&] {
-    expect_arity(call, 0, 1);
-    const View out = make_view(call->outputs[0], "output 0");
-    expect_dtype(out, dtype_of<T>(), "output 0");
-    // The value conversion dx.pad shares: i64 rounded once (via round-to-odd) to f16/bf16,
-    // f64 truncated and saturated to integers, NaN -> 0, bool = value != 0.
-    T typed;
-    movement::encode_value(attr_at(call, DX_FILL_VALUE), dtype_of<T>(), &typed);
-    movement::fill_view(out, &typed, /*parallel=*/true);
-  });
-}
-
 // ---- registration -----------------------------------------------------------------------------
 
 constexpr dx_kernel_flags_t kElementwiseFlags =
@@ -356,16 +273,6 @@ void add_float_unary(Registrar& r) {
   r.add("dx.relu", 1, 1, {t, t}, &unary_kernel<T, ReluOp>, kElementwiseFlags, g.relu);
 }
 
-template <class T>
-void add_data_movement(Registrar& r) {
-  constexpr DLDataType t = dtype_of<T>();
-  const ElementwiseBackward g = elementwise_backward<T>();
-  r.add("dx.copy", 1, 1, {t, t}, &copy_kernel<T>, kElementwiseFlags, g.copy);
-  r.add("dx.transpose", 1, 1, {t, t}, &transpose_kernel<T>, DX_KERNEL_FLAG_DETERMINISTIC,
-        g.transpose);
-  r.add("dx.fill", 0, 1, {t}, &fill_kernel<T>, DX_KERNEL_FLAG_DETERMINISTIC);
-}
-
 }  // namespace
 
 void register_elementwise_kernels(Registrar& r) {
@@ -383,17 +290,6 @@ void register_elementwise_kernels(Registrar& r) {
   add_float_unary<float>(r);
   add_float_unary<Half>(r);
   add_float_unary<BFloat16>(r);
-
-  add_data_movement<double>(r);
-  add_data_movement<float>(r);
-  add_data_movement<Half>(r);
-  add_data_movement<BFloat16>(r);
-  add_data_movement<int64_t>(r);
-  add_data_movement<int32_t>(r);
-  add_data_movement<int16_t>(r);
-  add_data_movement<int8_t>(r);
-  add_data_movement<uint8_t>(r);
-  add_data_movement<Bool>(r);
 }
 
 }  // namespace deepx::cpu

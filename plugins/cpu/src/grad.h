@@ -62,7 +62,7 @@ std::optional<double> clamp_float_bound(const dx_kernel_call_t* call, int slot, 
 /// dx.transpose's `perm` for a rank-`rank` tensor (unset = reversed), validated.
 void transpose_perm(const dx_kernel_call_t* call, int rank, int64_t* perm);
 
-// ---- backward kernels of elementwise.cc and math.cc (backward_elementwise.cc) ------------------
+// ---- backward kernels of elementwise.cc and elementwise_math.cc (elementwise_backward.cc) -------
 
 /// The backward kernels of the elementwise ops whose operands are of dtype T (dx.where: its value
 /// dtype), one member per op, passed as the `backward` argument where each forward kernel is

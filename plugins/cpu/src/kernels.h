@@ -36,17 +36,21 @@ class Registrar {
   int registered_ = 0;
 };
 
+/// add, sub, mul, div, neg, exp, relu (elementwise.cc).
 void register_elementwise_kernels(Registrar& r);
-/// abs ... round, clamp, pow, maximum/minimum, comparisons, logic, where, cast (math.cc).
+/// abs ... round, clamp, pow, maximum/minimum, comparisons, logic, where, cast
+/// (elementwise_math.cc).
 void register_math_kernels(Registrar& r);
 void register_reduction_kernels(Registrar& r);
 void register_matmul_kernels(Registrar& r);
 /// log_softmax, linear, layer_norm, rms_norm, batch_norm, embedding, cross_entropy (nn.cc).
 void register_nn_kernels(Registrar& r);
-/// conv2d, max_pool2d, avg_pool2d, scaled_dot_product_attention (conv.cc, attention.cc).
+/// conv2d, max_pool2d, avg_pool2d, scaled_dot_product_attention (conv.cc, conv_pool.cc,
+/// attention.cc).
 void register_conv_attention_kernels(Registrar& r);
-/// reshape, broadcast_to, concat, split, slice, index_select, gather, scatter_add, pad, tile,
-/// arange (movement.cc); uniform, normal, dropout (random.cc).
+/// copy, transpose, fill, reshape, broadcast_to, concat, split, slice, pad, tile, arange
+/// (movement.cc), index_select, gather, scatter_add (indexing.cc); uniform, normal, dropout
+/// (random.cc).
 void register_movement_kernels(Registrar& r);
 void register_random_kernels(Registrar& r);
 

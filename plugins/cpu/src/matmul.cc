@@ -76,6 +76,16 @@ void pack(const Matrix<S>& m, std::vector<F>& buffer) {
   }
 }
 
+/// Where the GEMM reads operand `v`: in place when `layout` says BLAS can (only when the compute
+/// type F is the storage type), else packed row-major into `buffer`, `layout` then saying so.
+template <class F, class S>
+const F* gemm_operand(const Matrix<const S>& v, BlasLayout& layout, std::vector<F>& buffer) {
+  if (layout.usable) return reinterpret_cast<const F*>(v.base);
+  pack<F>(v, buffer);
+  layout = {true, false, std::max<int64_t>(1, v.cols)};
+  return buffer.data();
+}
+
 /// Scratch buffers reused across the batches of one call.
 template <class F>
 struct GemmScratch {
@@ -100,27 +110,13 @@ void gemm_blas(Matrix<const S> a, Matrix<const S> b, Matrix<S> c, GemmScratch<F>
     gemm_blas<F, S>(b.transposed(), a.transposed(), c.transposed(), scratch);
     return;
   }
-  const F* pa;
-  const F* pb;
   BlasLayout la, lb;
   if constexpr (kDirect) {
     la = blas_layout(a);
     lb = blas_layout(b);
   }
-  if (la.usable) {
-    pa = reinterpret_cast<const F*>(a.base);
-  } else {
-    pack<F>(a, scratch.a);
-    pa = scratch.a.data();
-    la = {true, false, std::max<int64_t>(1, k)};
-  }
-  if (lb.usable) {
-    pb = reinterpret_cast<const F*>(b.base);
-  } else {
-    pack<F>(b, scratch.b);
-    pb = scratch.b.data();
-    lb = {true, false, std::max<int64_t>(1, n)};
-  }
+  const F* pa = gemm_operand<F>(a, la, scratch.a);
+  const F* pb = gemm_operand<F>(b, lb, scratch.b);
   if (lc.usable && !lc.transposed) {
     gemm_call(la.transposed, lb.transposed, m, n, k, pa, la.ld, pb, lb.ld,
               reinterpret_cast<F*>(c.base), lc.ld);
@@ -305,22 +301,8 @@ void gemm_accumulate(Matrix<const S> a, Matrix<const S> b, F* c, int64_t ldc, bo
     la = blas_layout(a);
     lb = blas_layout(b);
   }
-  const F* pa;
-  const F* pb;
-  if (la.usable) {
-    pa = reinterpret_cast<const F*>(a.base);
-  } else {
-    pack<F>(a, scratch.a);
-    pa = scratch.a.data();
-    la = {true, false, std::max<int64_t>(1, k)};
-  }
-  if (lb.usable) {
-    pb = reinterpret_cast<const F*>(b.base);
-  } else {
-    pack<F>(b, scratch.b);
-    pb = scratch.b.data();
-    lb = {true, false, std::max<int64_t>(1, n)};
-  }
+  const F* pa = gemm_operand<F>(a, la, scratch.a);
+  const F* pb = gemm_operand<F>(b, lb, scratch.b);
   gemm_call(la.transposed, lb.transposed, m, n, k, pa, la.ld, pb, lb.ld, c, ldc, F(accumulate ? 1 : 0));
 }
 

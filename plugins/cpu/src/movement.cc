@@ -1,6 +1,7 @@
-// Shape and data-movement kernels: dx.reshape, dx.broadcast_to, dx.concat (variadic),
-// dx.split (1..8 outputs), dx.slice, dx.pad, dx.tile, their gradients (F dtypes), and the
-// creation op dx.arange. index_select / gather / scatter_add live in indexing.cc.
+// Data-movement and shape kernels: dx.copy, dx.transpose, dx.fill, dx.reshape, dx.broadcast_to,
+// dx.concat (variadic), dx.split (1..8 outputs), dx.slice, dx.pad, dx.tile, their gradients (F
+// dtypes; copy's and transpose's are in elementwise_backward.cc), and the creation op
+// dx.arange. index_select / gather / scatter_add live in indexing.cc.
 //
 // Every forward is bit-exact data movement: each op is turned into one or a few strided copies
 // (movement_util.h) between views whose strides and base pointers encode the op (a slice is a
@@ -11,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "grad.h"
+#include "kernels.h"
 #include "movement_util.h"
 
 namespace deepx::cpu {
@@ -75,6 +78,89 @@ View compacted(const View& v, std::vector<uint64_t>& storage) {
   const View c = compact_view(storage.data(), v.dtype, v.shape, v.rank);
   copy_view(c, v);
   return c;
+}
+
+// ---- copy / transpose -------------------------------------------------------------------------
+
+/// Copies `in` (any strides, already arranged in the output's dim order) into `out`: the
+/// dtype-blind byte mover of movement_util (memcpy runs, blocked tiles for transposes).
+template <class T>
+void strided_copy(const View& out, const View& in) {
+  movement::copy_view(out, in);
+}
+
+template <class T>
+dx_error_t* copy_kernel(const dx_kernel_call_t* call) noexcept {
+  return guard(call->host, [&] {
+    const auto [out, in] = unary_views<T, T>(call);
+    if (out.count() == 0) return;
+    strided_copy<T>(out, in);
+  });
+}
+
+template <class T>
+dx_error_t* transpose_kernel(const dx_kernel_call_t* call) noexcept {
+  return guard(call->host, [&] {
+    expect_arity(call, 1, 1);
+    const View in = make_view(call->inputs[0], "input 0");
+    const View out = make_view(call->outputs[0], "output 0");
+    expect_dtype(in, dtype_of<T>(), "input 0");
+    expect_dtype(out, dtype_of<T>(), "output 0");
+    const int rank = in.rank;
+    int64_t perm[kMaxRank];
+    transpose_perm(call, rank, perm);
+    View permuted = in;
+    for (int d = 0; d < rank; ++d) {
+      permuted.shape[d] = in.shape[perm[d]];
+      permuted.strides[d] = in.strides[perm[d]];
+    }
+    check_same_shape(out, permuted);
+    if (out.count() == 0) return;
+    strided_copy<T>(out, permuted);
+  });
+}
+
+}  // namespace
+
+void transpose_perm(const dx_kernel_call_t* call, int rank, int64_t* perm) {
+  const dx_attr_t* a = attr_at(call, DX_TRANSPOSE_PERM);
+  if (a == nullptr) {
+    for (int d = 0; d < rank; ++d) perm[d] = rank - 1 - d;
+    return;
+  }
+  if (a->type != DX_ATTR_I64_ARRAY) fail(DX_INVALID_ARGUMENT, "cpu: perm must be an i64 array");
+  if (a->count != rank || (rank > 0 && a->value.i64s == nullptr)) {
+    fail(DX_INVALID_ARGUMENT, "cpu: perm has " + std::to_string(a->count) +
+                                  " entries for a tensor of rank " + std::to_string(rank));
+  }
+  bool seen[kMaxRank] = {};
+  for (int d = 0; d < rank; ++d) {
+    int64_t p = a->value.i64s[d];
+    if (p < 0) p += rank;
+    if (p < 0 || p >= rank || seen[p]) {
+      fail(DX_INVALID_ARGUMENT, "cpu: perm is not a permutation of the axes");
+    }
+    seen[p] = true;
+    perm[d] = p;
+  }
+}
+
+namespace {
+
+// ---- fill -------------------------------------------------------------------------------------
+
+template <class T>
+dx_error_t* fill_kernel(const dx_kernel_call_t* call) noexcept {
+  return guard(call->host, [&] {
+    expect_arity(call, 0, 1);
+    const View out = make_view(call->outputs[0], "output 0");
+    expect_dtype(out, dtype_of<T>(), "output 0");
+    // The value conversion dx.pad shares: i64 rounded once (via round-to-odd) to f16/bf16,
+    // f64 truncated and saturated to integers, NaN -> 0, bool = value != 0.
+    T typed;
+    movement::encode_value(attr_at(call, DX_FILL_VALUE), dtype_of<T>(), &typed);
+    movement::fill_view(out, &typed, /*parallel=*/true);
+  });
 }
 
 // ---- reshape ------------------------------------------------------------------------------------
@@ -712,6 +798,15 @@ void add_movement(Registrar& r) {
 }
 
 template <class T>
+void add_data_movement(Registrar& r) {
+  constexpr DLDataType t = dtype_of<T>();
+  const ElementwiseBackward g = elementwise_backward<T>();
+  r.add("dx.copy", 1, 1, {t, t}, &copy_kernel<T>, kFlags | DX_KERNEL_FLAG_INPLACE, g.copy);
+  r.add("dx.transpose", 1, 1, {t, t}, &transpose_kernel<T>, kFlags, g.transpose);
+  r.add("dx.fill", 0, 1, {t}, &fill_kernel<T>, kFlags);
+}
+
+template <class T>
 void add_arange(Registrar& r) {
   r.add("dx.arange", 0, 1, {dtype_of<T>()}, &arange_kernel<T>, kFlags);
 }
@@ -719,6 +814,17 @@ void add_arange(Registrar& r) {
 }  // namespace
 
 void register_movement_kernels(Registrar& r) {
+  add_data_movement<double>(r);
+  add_data_movement<float>(r);
+  add_data_movement<Half>(r);
+  add_data_movement<BFloat16>(r);
+  add_data_movement<int64_t>(r);
+  add_data_movement<int32_t>(r);
+  add_data_movement<int16_t>(r);
+  add_data_movement<int8_t>(r);
+  add_data_movement<uint8_t>(r);
+  add_data_movement<Bool>(r);
+
   add_movement<double>(r);
   add_movement<float>(r);
   add_movement<Half>(r);

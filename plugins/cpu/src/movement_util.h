@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common.h"
+#include "grad.h"
 #include "kernels.h"
 #include "map.h"
 #include "strided.h"
@@ -60,23 +61,6 @@ void for_each_row_flat(const StridedLoop<N>& loop, RowFn&& row, int64_t work = 1
         run_range(loop, begin, end, run);
       },
       work);
-}
-
-// ---- float values of the F dtypes (gradients, creation, random) -------------------------------
-
-template <class T>
-inline double to_f64(T v) {
-  if constexpr (std::is_same_v<T, Half>) return half_to_float(v.bits);
-  else if constexpr (std::is_same_v<T, BFloat16>) return bfloat16_to_float(v.bits);
-  else return static_cast<double>(v);
-}
-
-/// f64 -> T rounded once, to nearest even.
-template <class T>
-inline T from_f64(double v) {
-  if constexpr (std::is_same_v<T, Half>) return Half{double_to_half(v)};
-  else if constexpr (std::is_same_v<T, BFloat16>) return BFloat16{double_to_bfloat16(v)};
-  else return static_cast<T>(v);
 }
 
 /// An f64 gradient buffer over `shape` (compact, zero-initialised): gradients are accumulated in

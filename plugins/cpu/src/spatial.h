@@ -1,4 +1,4 @@
-// Attribute and shape helpers shared by dx.conv2d (conv.cc) and the 2-D pools (pool.cc).
+// Attribute and shape helpers shared by dx.conv2d (conv.cc) and the 2-D pools (conv_pool.cc).
 #ifndef DEEPX_PLUGINS_CPU_SPATIAL_H_
 #define DEEPX_PLUGINS_CPU_SPATIAL_H_
 

@@ -1346,7 +1346,7 @@ TEST_F(CpuPlugin, ValidationErrors) {
   EXPECT_EQ(invoke("dx.sum", {&x}, {&s}, {axes}).code, DX_INVALID_ARGUMENT);
 }
 
-// ---- math, logic, cast, more reductions (math.cc, reduction.cc) ------------------------------
+// ---- math, logic, cast, more reductions (elementwise_math.cc, reduce.cc) ---------------------
 
 uint64_t bits_of(const Tensor& t, int64_t i) {
   uint64_t b = 0;

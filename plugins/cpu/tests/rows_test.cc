@@ -1,4 +1,4 @@
-// The softmax row kernels (src/reduction.cc: one max pass, one fused exp + sum pass with
+// The softmax row kernels (src/reduce.cc: one max pass, one fused exp + sum pass with
 // exp_nonpositive_f32 / exp_f64, one scale pass) against the reference plugin, forward and
 // backward, for every F dtype: long unit-stride rows split over threads, lines along a
 // non-last axis (strided, through the compute-type buffer), rows whose spread flushes
@@ -266,7 +266,7 @@ TEST(Rows, LayerNormBackwardColumnBlocks) {
   }
 }
 
-// softmax backward rows (src/reduction.cc): the exp pass stores e and sums e and dy e (512-bit
+// softmax backward rows (src/reduce.cc): the exp pass stores e and sums e and dy e (512-bit
 // under AVX-512) while the next line's x and dy stream in, the dx pass prefetches the next dx.
 // Many rows of odd length (vector body and scalar tail), rows shorter than one vector, and
 // long rows, each set with a row of -Inf entries (probability 0) among finite rows.

@@ -1,7 +1,7 @@
-// Differential tests of the large-tensor fast paths of fast_math.h, math.cc and nn.cc against the
-// reference plugin: the f32-lane gelu (both forms) above the parallel threshold with elements
-// below -5 (the reference-formula tail) in some blocks, also in place and through strided views
-// (the row function marks the tail, patched afterwards), the F16C cast f32 -> f16, and
+// Differential tests of the large-tensor fast paths of fast_math.h, elementwise_math.cc and nn.cc
+// against the reference plugin: the f32-lane gelu (both forms) above the parallel threshold with
+// elements below -5 (the reference-formula tail) in some blocks, also in place and through strided
+// views (the row function marks the tail, patched afterwards), the F16C cast f32 -> f16, and
 // dx.embedding's non-temporal-store path (outputs of at least 8 MiB, rows aligned or not).
 #include <algorithm>
 #include <bit>

@@ -538,7 +538,7 @@ dx_error_t* softmax_kernel(const dx_kernel_call_t* call) noexcept {
 }
 
 // ---- backward ---------------------------------------------------------------------------------
-// (dy, x, y) -> dx with the reference's semantics (reference-kernels/src/reduce.cc, softmax.cc):
+// (dy, x, y) -> dx with the reference's semantics (reference-kernels/src/reduce.cc):
 // contributions dy * w evaluated in f64 and rounded once into dx.
 
 enum class ReduceGrad { kSum, kMean, kProd, kMax, kMin };

@@ -2,7 +2,8 @@
 //   unary  (dy, x, y)        -> dx  = dy * f'(x)
 //   binary (dy, a, b, y)     -> da, db, each summed over the dims where its input broadcasts
 //   where  (dy, c, a, b, y)  -> dc (zeros), da = c ? dy : 0, db = c ? 0 : dy (summed likewise)
-// with the reference's formulas (reference-kernels/src/elementwise.cc, logic.cc, movement.cc)
+// with the reference's formulas (reference-kernels/src/elementwise.cc, elementwise_logic.cc,
+// movement.cc)
 // evaluated in f64 and rounded once; see grad.h for the engine. For f32/f16/bf16 the derivatives
 // built on exp, tanh and erf use the vectorisable f64 functions of fast_math.h (exp_f64: 1e-14
 // relative, the erfc behind gelu's cdf: 1e-11) instead of libm calls, so their loops run as
