@@ -782,6 +782,26 @@ TEST_F(Safetensors, RefusesBadEntries) {
                 DX_INVALID_ARGUMENT, "tensor 'a': unknown field 'x'");
   ExpectRefused(file("\"a\":[1]", d8), DX_INVALID_ARGUMENT, "tensor 'a': the entry is an array");
   ExpectRefused(file(kF32x2 + "," + kF32x2, d8), DX_INVALID_ARGUMENT, "duplicate key 'a'");
+  // Past 16 keys the duplicate check goes through a hash set: a duplicate there is refused too.
+  {
+    std::string many;
+    for (int i = 0; i < 40; ++i) {
+      many += "\"t" + std::to_string(i) + "\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[" +
+              std::to_string(i) + "," + std::to_string(i + 1) + "]},";
+    }
+    ExpectRefused(file(many + "\"t3\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[40,40]}",
+                       std::string(40, '\1')),
+                  DX_INVALID_ARGUMENT, "duplicate key 't3'");
+    many.pop_back();  // the same 40 tensors without the duplicate load
+    const std::string path = Path("many.safetensors");
+    WriteFile(path, file(many, std::string(40, '\1')));
+    dx_safetensors_t* f = nullptr;
+    ASSERT_EQ(Code(dx_safetensors_load(rt_, path.c_str(), host_, &f)), DX_OK) << LastError();
+    int64_t count = 0;
+    EXPECT_EQ(Code(dx_safetensors_tensor_count(f, &count)), DX_OK);
+    EXPECT_EQ(count, 40);
+    Code(dx_safetensors_destroy(f));
+  }
   ExpectRefused(file("\"__metadata__\":{\"k\":1}", ""), DX_INVALID_ARGUMENT,
                 "__metadata__ entry 'k' is a number, not a string");
   ExpectRefused(file("\"__metadata__\":[]", ""), DX_INVALID_ARGUMENT, "__metadata__ is an array");
