@@ -163,13 +163,16 @@ dx_error_t* binary_backward(const dx_kernel_call_t* call) {
   });
 }
 
+/// copy and cast (F -> F): dx = dy through f64, rounded once to dx's dtype (scaled_copy).
 dx_error_t* copy_backward(const dx_kernel_call_t* call) {
   return kernel_entry(call, [&] {
     expect_arity(call, 3, 1);
     const View dy = make_view(call->inputs[0], "output gradient 0");
     const View x = make_view(call->inputs[1], "forward input 0");
     expect_same_shape(dy, x, "output gradient 0");
-    if (!dtype_is_float(dy.dtype)) fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": backward: float gradients only");
+    if (!dtype_is_float(dy.dtype) || !dtype_is_float(x.dtype)) {
+      fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": copy / cast backward: F -> F only");
+    }
     const auto dx = grad_output(call, 0, x, "input gradient 0");
     if (!dx) return;
     Exec exec(call, dx->device);
@@ -195,23 +198,6 @@ dx_error_t* transpose_backward(const dx_kernel_call_t* call) {
     if (!dx) return;
     Exec exec(call, dx->device);
     scaled_copy(exec, *dx, strides, dy, 1.0);
-    exec.finish();
-  });
-}
-
-dx_error_t* cast_backward(const dx_kernel_call_t* call) {
-  return kernel_entry(call, [&] {
-    expect_arity(call, 3, 1);
-    const View dy = make_view(call->inputs[0], "output gradient 0");
-    const View x = make_view(call->inputs[1], "forward input 0");
-    expect_same_shape(dy, x, "output gradient 0");
-    if (!dtype_is_float(dy.dtype) || !dtype_is_float(x.dtype)) {
-      fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": cast backward: F -> F only");
-    }
-    const auto dx = grad_output(call, 0, x, "input gradient 0");
-    if (!dx) return;
-    Exec exec(call, dx->device);
-    scaled_copy(exec, *dx, dy.strides, dy, 1.0);
     exec.finish();
   });
 }
@@ -332,6 +318,6 @@ dx_kernel_fn binary_backward_fn(BinaryOp op) {
 
 dx_kernel_fn copy_backward_fn() { return &copy_backward; }
 dx_kernel_fn transpose_backward_fn() { return &transpose_backward; }
-dx_kernel_fn cast_backward_fn() { return &cast_backward; }
+dx_kernel_fn cast_backward_fn() { return &copy_backward; }
 
 }  // namespace deepx::gpu
