@@ -245,6 +245,7 @@ inline double blocked_sum(int64_t n, F&& f) {
 #pragma omp simd
         for (int l = 0; l < kLanes; ++l) lanes[l] += f(i + l);
       }
+#pragma omp simd
       for (int l = 0; l < kLanes; ++l) wide[l] += lanes[l];
     }
     double total = 0;

@@ -51,20 +51,11 @@ struct SumPolicy {
         return s;
       }
       // Eight independent partial sums hide the add latency; fixed order, so deterministic.
-      double lanes[8] = {};
-      int64_t i = 0;
-      for (; i + 8 <= n; i += 8) {
-#pragma omp simd
-        for (int l = 0; l < 8; ++l) lanes[l] += x[i + l];
-      }
-      double s = 0;
-      for (int l = 0; l < 8; ++l) s += lanes[l];
-      for (; i < n; ++i) s += x[i];
-      return s;
+      return nn::blocked_sum<double>(n, [x](int64_t i) { return x[i]; });
     } else {
       // f32 / f16 / bf16: 16 f32 lanes, each adding at most 16 terms per 256-element chunk before
-      // the chunk is added into 16 f64 lanes. Accurate (f32 error over 16 terms only) and as
-      // wide as the machine's SIMD.
+      // the chunk is added into 16 f64 lanes (nn::blocked_sum, nn_util.h). Accurate (f32 error
+      // over 16 terms only) and as wide as the machine's SIMD.
       if (stride != 1) {
         double total = 0;
         int64_t i = 0;
@@ -76,24 +67,7 @@ struct SumPolicy {
         for (; i < n; ++i) total += Num<T>::load(x[i * stride]);
         return total;
       }
-      constexpr int kLanes = 16;
-      constexpr int64_t kChunk = 256;
-      double wide[kLanes] = {};
-      int64_t i = 0;
-      while (i + kLanes <= n) {
-        const int64_t chunk_end = std::min(n - (n - i) % kLanes, i + kChunk);
-        float lanes[kLanes] = {};
-        for (; i < chunk_end; i += kLanes) {
-#pragma omp simd
-          for (int l = 0; l < kLanes; ++l) lanes[l] += Num<T>::load(x[i + l]);
-        }
-#pragma omp simd
-        for (int l = 0; l < kLanes; ++l) wide[l] += lanes[l];
-      }
-      double total = 0;
-      for (int l = 0; l < kLanes; ++l) total += wide[l];
-      for (; i < n; ++i) total += Num<T>::load(x[i]);
-      return total;
+      return nn::blocked_sum<float>(n, [x](int64_t i) { return Num<T>::load(x[i]); });
     }
   }
 
