@@ -8,6 +8,7 @@ packages=(
   libdlpack-dev doxygen libopenblas-dev
   libssl-dev                        # SHA-256 (libcrypto) for certificates and reports
   nlohmann-json3-dev                # JSON: safetensors headers, reports, manifests
+  libflatbuffers-dev flatbuffers-compiler  # the wire protocol (daemon/wire, flatc at build time)
   libcli11-dev                      # command-line parsing of deepx and deepx-certify
   dpkg-dev file                     # cpack -G DEB and its test packaging_deb (dpkg-shlibdeps)
   valgrind                          # host_abi_contract_no_leaks
