@@ -35,7 +35,9 @@ TestHost g_host;
 
 bool same(DLDataType a, DLDataType b) { return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes; }
 
-/// Loads the plugin once per process and initialises it with the test host (never shut down).
+/// Loads the plugin once per process and initialises it with the test host; the plugin is shut
+/// down at exit (before g_host goes, which was constructed first), so LeakSanitizer sees its state
+/// freed.
 struct LoadedPlugin {
   void* library = nullptr;
   const dx_plugin_t* plugin = nullptr;  // set when the entry returned a descriptor
@@ -47,12 +49,12 @@ struct LoadedPlugin {
   }
 
  private:
-  LoadedPlugin() {
-    const auto* load = new deepx::testing::PluginLoad(DEEPX_CPU_PLUGIN_PATH, g_host);
-    library = load->library();
-    plugin = load->plugin();
-    init_error = load->error();
+  LoadedPlugin() : load_(std::make_unique<deepx::testing::PluginLoad>(DEEPX_CPU_PLUGIN_PATH, g_host)) {
+    library = load_->library();
+    plugin = load_->plugin();
+    init_error = load_->error();
   }
+  std::unique_ptr<deepx::testing::PluginLoad> load_;
 };
 
 // ---- dtypes and test tensors --------------------------------------------------------------------
