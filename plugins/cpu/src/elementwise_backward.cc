@@ -213,14 +213,8 @@ dx_error_t* cast_backward_kernel(const dx_kernel_call_t* call) noexcept {
 template <class T>
 dx_error_t* transpose_backward_kernel(const dx_kernel_call_t* call) noexcept {
   return guard(call->host, [&] {
-    expect_arity(call, 3, 1);
-    const View dy = make_view(call->inputs[0], "output gradient 0");
-    const View x = make_view(call->inputs[1], "forward input 0");
-    const View y = make_view(call->inputs[2], "forward output 0");
     constexpr DLDataType t = dtype_of<T>();
-    expect_dtype(dy, t, "output gradient 0");
-    expect_dtype(x, t, "forward input 0");
-    expect_dtype(y, t, "forward output 0");
+    const auto [dy, x, y] = backward_tensors<1>(call, t);
     int64_t perm[kMaxRank];
     transpose_perm(call, x.rank, perm);
     View permuted = x;
@@ -282,16 +276,8 @@ struct MinimumD {
 template <class T, class D>
 dx_error_t* binary_backward_kernel(const dx_kernel_call_t* call) noexcept {
   return guard(call->host, [&] {
-    expect_arity(call, 4, 2);
-    const View dy = make_view(call->inputs[0], "output gradient 0");
-    const View a = make_view(call->inputs[1], "forward input 0");
-    const View b = make_view(call->inputs[2], "forward input 1");
-    const View y = make_view(call->inputs[3], "forward output 0");
     constexpr DLDataType t = dtype_of<T>();
-    expect_dtype(dy, t, "output gradient 0");
-    expect_dtype(a, t, "forward input 0");
-    expect_dtype(b, t, "forward input 1");
-    expect_dtype(y, t, "forward output 0");
+    const auto [dy, a, b, y] = backward_tensors<2>(call, t);
     expect_broadcast_of<2>(dy, {&a, &b});
     check_same_shape(y, dy);
     const std::optional<View> va = grad_view(call, 0, t, a);

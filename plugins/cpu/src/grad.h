@@ -92,6 +92,25 @@ inline std::optional<View> grad_view(const dx_kernel_call_t* call, int i, DLData
   return g;
 }
 
+/// The tensors of a backward call whose forward op has N inputs and one output, all of dtype
+/// `t`: [0] the output gradient, [1..N] the forward inputs, [N + 1] the forward output. Checks the
+/// arity (N + 2 inputs, N gradient outputs), then makes every view, then checks every dtype, each
+/// error naming the tensor at fault.
+template <int N>
+std::array<View, N + 2> backward_tensors(const dx_kernel_call_t* call, DLDataType t) {
+  static_assert(N >= 1 && N <= 3, "backward_tensors names up to three forward inputs");
+  constexpr const char* kInputs[] = {"forward input 0", "forward input 1", "forward input 2"};
+  expect_arity(call, N + 2, N);
+  std::array<const char*, N + 2> names{};
+  names[0] = "output gradient 0";
+  for (int i = 0; i < N; ++i) names[i + 1] = kInputs[i];
+  names[N + 1] = "forward output 0";
+  std::array<View, N + 2> v;
+  for (int i = 0; i < N + 2; ++i) v[i] = make_view(call->inputs[i], names[i]);
+  for (int i = 0; i < N + 2; ++i) expect_dtype(v[i], t, names[i]);
+  return v;
+}
+
 // ---- aliasing ----------------------------------------------------------------------------------
 
 /// [first byte, one past the last byte] spanned by v's elements; {0, 0} when empty.

@@ -523,14 +523,8 @@ enum class ReduceGrad { kSum, kMean, kProd, kMax, kMin };
 template <class T, ReduceGrad Kind>
 dx_error_t* reduce_backward_kernel(const dx_kernel_call_t* call) noexcept {
   return guard(call->host, [&] {
-    expect_arity(call, 3, 1);
-    const View dy = make_view(call->inputs[0], "output gradient 0");
-    const View x = make_view(call->inputs[1], "forward input 0");
-    const View y = make_view(call->inputs[2], "forward output 0");
     constexpr DLDataType t = dtype_of<T>();
-    expect_dtype(dy, t, "output gradient 0");
-    expect_dtype(x, t, "forward input 0");
-    expect_dtype(y, t, "forward output 0");
+    const auto [dy, x, y] = backward_tensors<1>(call, t);
     plan_reduction(call, x, dy);  // validates the attributes and dy's shape
     check_same_shape(y, dy);
     const std::optional<View> dx = grad_view(call, 0, t, x);
@@ -653,14 +647,8 @@ dx_error_t* reduce_backward_kernel(const dx_kernel_call_t* call) noexcept {
 template <class T>
 dx_error_t* softmax_backward_kernel(const dx_kernel_call_t* call) noexcept {
   return guard(call->host, [&] {
-    expect_arity(call, 3, 1);
-    const View dy = make_view(call->inputs[0], "output gradient 0");
-    const View x = make_view(call->inputs[1], "forward input 0");
-    const View y = make_view(call->inputs[2], "forward output 0");
     constexpr DLDataType t = dtype_of<T>();
-    expect_dtype(dy, t, "output gradient 0");
-    expect_dtype(x, t, "forward input 0");
-    expect_dtype(y, t, "forward output 0");
+    const auto [dy, x, y] = backward_tensors<1>(call, t);
     check_same_shape(dy, x);
     check_same_shape(y, x);
     const int64_t axis = softmax_axis(call, x.rank);
