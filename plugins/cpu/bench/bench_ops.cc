@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "deepx/host.h"
+#include "peak.h"
 
 #ifndef DEEPX_CPU_PLUGIN_PATH
 #define DEEPX_CPU_PLUGIN_PATH "cpu"
@@ -653,6 +654,7 @@ struct Options {
   std::string markdown;
   std::string filter;
   bool list = false;  // print the cases as the JSON lines bench_torch.py reads, and exit
+  bool peaks = false;  // measure and print the compute ceilings only, and exit
 };
 
 struct Timing {
@@ -666,6 +668,7 @@ struct Row {
   Timing dx, ceiling;
   double ratio = 0;  // median over rounds of ceiling time / deepx time
   double ratio_min = 0, ratio_max = 0;  // the spread of that ratio over the rounds
+  double peak_fraction = 0;  // compute-bound rows: rate / the compute peak of the row's dtype
   Timing torch;
   std::string torch_problem = "n/a";
 };
@@ -908,7 +911,7 @@ std::string machine_line(int threads) {
     if (flags.empty() && line.rfind("flags", 0) == 0) flags = line + " ";
   }
   std::string features;
-  for (const char* f : {"avx2", "fma", "avx512f", "amx_tile"}) {
+  for (const char* f : {"avx2", "fma", "avx512f", "avx512_bf16", "amx_tile"}) {
     if (flags.find(std::string(" ") + f + " ") != std::string::npos) features += std::string(" ") + f;
   }
   const char* bind = std::getenv("OMP_PROC_BIND");
@@ -935,8 +938,16 @@ std::string utc_now() {
 
 struct Cells {
   std::string op, shape, dtype, time, rate, ceiling, ratio, spread, target, verdict, torch_time,
-      vs_torch;
+      vs_torch, peak;
 };
+
+// The compute peak a compute-bound row of this dtype compares with (0: none measured).
+double peak_for(const ComputePeaks& p, const std::string& dtype) {
+  if (dtype == "f32") return p.f32.gflops;
+  if (dtype == "f64") return p.f64.gflops;
+  if (dtype == "bf16") return p.bf16.gflops;
+  return 0;
+}
 
 // Verdicts against a target. The median ratio decides; a median below the target but within
 // kNoiseBand of it, whose rounds reached it (max >= target), is reported apart, as "noise", never
@@ -965,6 +976,7 @@ Cells cells(const Row& r) {
   x.ceiling = rate(c, r.ceiling.median) + (c.is_gemm() ? " BLAS" : " STREAM");
   x.ratio = fmt("%.3f", r.ratio);
   x.spread = fmt("%.2f-", r.ratio_min) + fmt("%.2f", r.ratio_max);
+  x.peak = r.peak_fraction > 0 ? fmt("%.2f", r.peak_fraction) : "-";
   if (!has_target) x.verdict = "-";
   else if (r.ratio >= c.target_ratio()) x.verdict = kMet;
   else if (r.ratio_max >= c.target_ratio() && r.ratio >= c.target_ratio() - kNoiseBand)
@@ -981,18 +993,19 @@ Cells cells(const Row& r) {
 }
 
 void print_console(const std::vector<Row>& rows) {
-  std::printf("\n%-40s %-26s %-8s %10s %14s %20s %6s %9s %7s %6s %10s %7s\n", "op", "shape",
-              "dtype", "time", "rate", "ceiling", "xceil", "spread", "target", "", "torch", "xtorch");
+  std::printf("\n%-40s %-26s %-8s %10s %14s %20s %6s %9s %7s %6s %6s %10s %7s\n", "op", "shape",
+              "dtype", "time", "rate", "ceiling", "xceil", "spread", "target", "", "xpeak", "torch",
+              "xtorch");
   for (const Row& r : rows) {
     const Cells x = cells(r);
     if (!r.problem.empty()) {
       std::printf("%-40s %-26s %-8s %s\n", x.op.c_str(), x.shape.c_str(), x.dtype.c_str(), x.time.c_str());
       continue;
     }
-    std::printf("%-40s %-26s %-8s %10s %14s %20s %6s %9s %7s %6s %10s %7s\n", x.op.c_str(),
+    std::printf("%-40s %-26s %-8s %10s %14s %20s %6s %9s %7s %6s %6s %10s %7s\n", x.op.c_str(),
                 x.shape.c_str(), x.dtype.c_str(), x.time.c_str(), x.rate.c_str(),
                 x.ceiling.c_str(), x.ratio.c_str(), x.spread.c_str(), x.target.c_str(),
-                x.verdict.c_str(), x.torch_time.c_str(), x.vs_torch.c_str());
+                x.verdict.c_str(), x.peak.c_str(), x.torch_time.c_str(), x.vs_torch.c_str());
   }
 }
 
@@ -1060,9 +1073,9 @@ void write_markdown(const std::string& path, const std::vector<Row>& rows, const
                     const Summary& s) {
   std::ofstream md(path);
   md << header << "\n";
-  md << "| op | shape | dtype | time | rate | ceiling | x ceiling | rounds | target | met | PyTorch "
-        "| x PyTorch |\n";
-  md << "|---|---|---|---:|---:|---:|---:|---:|---|---|---:|---:|\n";
+  md << "| op | shape | dtype | time | rate | ceiling | x ceiling | rounds | target | met | x peak "
+        "| PyTorch | x PyTorch |\n";
+  md << "|---|---|---|---:|---:|---:|---:|---:|---|---|---:|---:|---:|\n";
   auto cell = [](std::string v) {
     std::string out;
     for (char ch : v) {
@@ -1075,7 +1088,8 @@ void write_markdown(const std::string& path, const std::vector<Row>& rows, const
     const Cells x = cells(r);
     md << "| " << cell(x.op) << " | " << cell(x.shape) << " | " << cell(x.dtype) << " | "
        << cell(x.time) << " | " << cell(x.rate) << " | " << cell(x.ceiling) << " | " << x.ratio
-       << " | " << x.spread << " | " << x.target << " | " << x.verdict << " | " << cell(x.torch_time) << " | "
+       << " | " << x.spread << " | " << x.target << " | " << x.verdict << " | " << x.peak << " | "
+       << cell(x.torch_time) << " | "
        << x.vs_torch << " |\n";
   }
   md << "\n" << summary_text(s);
@@ -1090,7 +1104,7 @@ int usage() {
   std::fprintf(stderr,
                "usage: deepx-bench-ops [--rounds=N] [--round-ms=MS] [--plugin=PATH|NAME]\n"
                "       [--python=PATH] [--torch-script=PATH] [--no-torch] [--markdown=FILE]\n"
-               "       [--filter=SUBSTRING] [--list]\n");
+               "       [--filter=SUBSTRING] [--list] [--peaks]\n");
   return 2;
 }
 
@@ -1108,6 +1122,7 @@ int run(int argc, char** argv) {
     else if (a.rfind("--markdown=", 0) == 0) o.markdown = value("--markdown=");
     else if (a.rfind("--filter=", 0) == 0) o.filter = value("--filter=");
     else if (a == "--list") o.list = true;
+    else if (a == "--peaks") o.peaks = true;
     else return usage();
   }
 
@@ -1116,6 +1131,15 @@ int run(int argc, char** argv) {
       if (o.filter.empty() || c.id().find(o.filter) != std::string::npos) std::printf("%s\n", json_case(c).c_str());
     }
     return 0;
+  }
+  // The compute ceilings, on one thread and on the bench's thread count, before anything else
+  // warms or loads the machine.
+  const int threads = omp_get_max_threads();
+  const ComputePeaks peaks_one = measure_compute_peaks(1);
+  const ComputePeaks peaks = threads == 1 ? peaks_one : measure_compute_peaks(threads);
+  if (o.peaks) {
+    std::printf("machine: %s\n%s", machine_line(threads).c_str(), describe_peaks(peaks_one, peaks).c_str());
+    return peaks.f32.gflops > 0 ? 0 : 1;
   }
   dx_runtime_t* rt = nullptr;
   int32_t plugin = -1, device = -1;
@@ -1128,7 +1152,6 @@ int run(int argc, char** argv) {
     dx_error_destroy(dx_runtime_destroy(rt));
     return 1;
   }
-  const int threads = omp_get_max_threads();
   const std::string started = utc_now(), load_before = load_average();
 
   const std::vector<Case> cases = make_cases();
@@ -1146,6 +1169,8 @@ int run(int argc, char** argv) {
       } else {
         Ceiling ceiling(c);
         measure(call, ceiling, o, row);
+        const double peak = c.is_gemm() ? peak_for(peaks, c.dtype) : 0;
+        if (peak > 0 && row.dx.median > 0) row.peak_fraction = c.work() / row.dx.median / 1e9 / peak;
       }
     } catch (const std::exception& e) {
       row.problem = std::string("error: ") + e.what();
@@ -1158,12 +1183,14 @@ int run(int argc, char** argv) {
 
   const std::string header =
       "deepx-bench-ops, " + started + "\n\nmachine: " + machine_line(threads) +
-      "\n\nload average before/after: " + load_before + " / " + load_after + "; " + torch_line +
+      "\n\ncompute ceilings measured in this run:\n\n" + describe_peaks(peaks_one, peaks) +
+      "\nload average before/after: " + load_before + " / " + load_after + "; " + torch_line +
       "\n\nMedians of " + std::to_string(o.rounds) + " rounds (about " +
       std::to_string(static_cast<int>(o.round_seconds * 1000)) +
       " ms of calls each); x ceiling = ceiling time / deepx time, median over rounds interleaved "
       "with the ceiling (rounds = its min-max); x PyTorch = PyTorch time / deepx time (> 1: deepx is faster); "
-      "rate = the op's minimal byte traffic (read + written) or FLOPs per second. "
+      "rate = the op's minimal byte traffic (read + written) or FLOPs per second; "
+      "x peak = a compute-bound row's rate / the compute peak of its dtype at this thread count. "
       "* = the PyTorch side composes the op, allocates its result per call or runs autograd (see "
       "docs/performance.md).\n";
   std::printf("\n%s", header.c_str());
