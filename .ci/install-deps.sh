@@ -10,6 +10,10 @@ packages=(
   nlohmann-json3-dev                # JSON: safetensors headers, reports, manifests
   libflatbuffers-dev flatbuffers-compiler  # the wire protocol (daemon/wire, flatc at build time)
   libcli11-dev                      # command-line parsing of deepx and deepx-certify
+  libuv1-dev libtomlplusplus-dev    # deepxd: the event loop, its TOML configuration
+  python3-pytest python3-numpy python3-torch  # the Python binding and its tests (DLPack with numpy, torch)
+  golang-go                         # the Go binding (cgo), go test -race
+  default-jdk-headless libjna-java junit5  # the Java binding (JNA) and its JUnit 5 tests
   dpkg-dev file                     # cpack -G DEB and its test packaging_deb (dpkg-shlibdeps)
   valgrind                          # host_abi_contract_no_leaks
   abigail-tools                     # abi_baseline (abidw, abidiff)
