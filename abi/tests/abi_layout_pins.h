@@ -185,11 +185,17 @@
   DX_PIN(dx_safetensors_tensor_info_t, shape, 24) \
   DX_PIN(dx_safetensors_tensor_info_t, data_offset, 32) \
   DX_PIN(dx_safetensors_tensor_info_t, byte_size, 40) \
+  /* 1.1 */ \
+  DX_PIN(dx_connect_options_t, struct_size, 0) \
+  DX_PIN(dx_connect_options_t, connect_timeout_ms, 8) \
+  DX_PIN(dx_connect_options_t, request_timeout_ms, 12) \
+  DX_PIN(dx_connect_options_t, client_name, 16) \
+  DX_PIN(dx_connect_options_t, next, 24) \
   /* end */
 
-/* The named 1.0 sizes: X(NAME, type, last 1.0 field). Each constant must equal
-   DX_STRUCT_SIZE(type, field); a later minor adds DX_<STRUCT>_SIZE_1_<minor> lines and never
-   edits these. */
+/* The named sizes: X(NAME, type, last field of that minor). Each constant must equal
+   DX_STRUCT_SIZE(type, field); a later minor adds DX_<STRUCT>_SIZE_1_<minor> lines (1.1: the
+   struct it added) and never edits the earlier ones. */
 #define DX_ABI_NAMED_SIZES(X) \
   X(DX_MEMORY_STATS_SIZE_1_0, dx_memory_stats_t, live_allocations) \
   X(DX_EXTENSION_SIZE_1_0, dx_extension_t, next) \
@@ -211,6 +217,8 @@
   X(DX_INVOKE_OPTIONS_SIZE_1_0, dx_invoke_options_t, next) \
   X(DX_SAFETENSORS_SAVE_OPTIONS_SIZE_1_0, dx_safetensors_save_options_t, metadata_values) \
   X(DX_SAFETENSORS_TENSOR_INFO_SIZE_1_0, dx_safetensors_tensor_info_t, byte_size) \
+  /* 1.1 */ \
+  X(DX_CONNECT_OPTIONS_SIZE_1_1, dx_connect_options_t, next) \
   /* end */
 
 /* The plain dtype constants against the macro that composes them: X(constant, code, bits). */

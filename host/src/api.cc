@@ -525,3 +525,14 @@ DX_EXPORT dx_error_t* dx_invoke_by_name(dx_runtime_t* runtime, const char* op_na
 }
 
 }  // extern "C"
+
+extern "C" DX_EXPORT dx_error_t* dx_runtime_connect(const char* address,
+                                                    const dx_connect_options_t* options,
+                                                    dx_runtime_t** out_runtime) {
+  return Guard([&]() -> dx_status_t {
+    (void)address;
+    (void)options;
+    (void)out_runtime;
+    return Fail(DX_UNSUPPORTED, "dx_runtime_connect: the remote client is not built yet");
+  });
+}

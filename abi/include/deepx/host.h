@@ -44,6 +44,37 @@
  *   attribute list or safetensors file must not be destroyed while another thread uses it
  *   (later calls with the destroyed handle are refused, as above).
  *
+ * **Remote runtimes** (since 1.1). dx_runtime_connect() returns a runtime whose calls go to a
+ * deepx daemon (`deepxd`) over its wire protocol (docs/protocol.md) instead of to plugins loaded
+ * into this process; the rest of the program is the same. Plugins, devices, ops and kernels are
+ * the daemon's, listed once when the runtime connects (its strings and op ids are stable for the
+ * runtime's lifetime, like an in-process runtime's); tensors live in the daemon and are named by
+ * the handles of this API as usual; dx_tensor_write(), dx_tensor_read(), dx_tensor_copy(),
+ * dx_tensor_view() and dx_invoke() (and its variants) become requests. Each call waits for its
+ * reply at most the request timeout of ::dx_connect_options_t (::DX_TIMEOUT otherwise). When the
+ * daemon exits, restarts or drops the connection, the call in progress and every later call on
+ * the runtime and its tensors fail at once with ::DX_UNAVAILABLE and a message naming the daemon,
+ * the call and the task id during which the connection was lost; destroying the handles still
+ * succeeds. A remote runtime refuses, with the status given and a message saying why:
+ * - dx_runtime_load_plugin() and dx_runtime_load_search_path() (::DX_UNSUPPORTED): the daemon
+ *   loads the plugins named in its configuration, never a path sent by a client;
+ * - dx_runtime_plugin_extension() (::DX_UNSUPPORTED): an extension is a struct of pointers into
+ *   a plugin loaded in the daemon's process;
+ * - dx_runtime_device_stats() (::DX_UNSUPPORTED): wire protocol 1.0 has no per-device statistics;
+ * - dx_tensor_dltensor(), dx_tensor_to_dlpack() and dx_tensor_to_dlpack_legacy() of a remote
+ *   tensor (::DX_UNSUPPORTED): its memory is in the daemon and not reachable from this process
+ *   (a later minor maps host tensors through shared memory);
+ * - dx_tensor_from_dlpack() and dx_tensor_from_dlpack_legacy() into a remote runtime
+ *   (::DX_UNSUPPORTED; the tensor is released, as on every refusal): the daemon cannot reach
+ *   this process's memory (copy it in with dx_tensor_create() and dx_tensor_write());
+ * - dx_safetensors_load() into a remote runtime (::DX_UNSUPPORTED): it allocates through the
+ *   runtime's local devices, of which a remote runtime has none (dx_safetensors_save() of remote
+ *   tensors works: it reads them with dx_tensor_read());
+ * - a remote tensor passed to dx_invoke() of another runtime, in-process or remote
+ *   (::DX_INVALID_ARGUMENT): a daemon computes only on its own session's tensors.
+ * dx_tensor_copy() between a remote tensor and a tensor of another runtime stages the bytes
+ * through this process's memory.
+ *
  * @since 1.0
  */
 #ifndef DEEPX_HOST_H_
@@ -208,6 +239,52 @@ DX_MUST_USE DX_EXPORT dx_error_t* dx_runtime_create(const dx_runtime_options_t* 
  * @since 1.0
  */
 DX_MUST_USE DX_EXPORT dx_error_t* dx_runtime_destroy(dx_runtime_t* runtime);
+
+/** @brief Options of dx_runtime_connect(). Zero-initialise, then set `struct_size`; a zeroed
+    field means the default. @since 1.1 */
+typedef struct dx_connect_options {
+  /** ::DX_CONNECT_OPTIONS_SIZE_1_1; written by the caller. */
+  size_t struct_size;
+  /** How long connecting and the version exchange (Hello) may take, in milliseconds; 0 means
+      5000. */
+  uint32_t connect_timeout_ms;
+  /** How long each call waits for the daemon's reply, in milliseconds; 0 means 60000. A call
+      that runs out fails with ::DX_TIMEOUT; the connection stays usable (a late reply is
+      discarded) unless the request itself could not be sent whole. */
+  uint32_t request_timeout_ms;
+  /** A name for the daemon's logs, NUL-terminated, or null for "libdeepx_host". Copied. */
+  const char* client_name;
+  /** Extensions of the options (see ::dx_extension_t), or null; borrowed for the call. The host
+      refuses none: it skips entries it does not know. */
+  const dx_extension_t* next;
+} dx_connect_options_t;
+
+/**
+ * @brief Connects to a deepx daemon and returns a runtime whose calls go to it (see "Remote
+ * runtimes" above for what works and what is refused).
+ *
+ * Connects, exchanges protocol versions (Hello: a daemon of another protocol major is refused),
+ * and lists the daemon's plugins, ops, devices and kernels, all within the options' timeouts.
+ * @param address `unix:PATH` or a bare PATH of the daemon's unix socket. Other schemes (`tcp:`)
+ *        are refused with ::DX_UNSUPPORTED. Copied.
+ * @param options may be null for defaults; borrowed for the call.
+ * @param out_runtime receives the runtime; destroy it with dx_runtime_destroy(), which closes the
+ *        connection once no tensor of the runtime is left (the daemon frees the session's
+ *        tensors when it closes).
+ * @return ::DX_INVALID_ARGUMENT for a null or malformed address or options;
+ *         ::DX_UNAVAILABLE when nothing listens at the address, or the daemon closed the
+ *         connection; ::DX_PERMISSION_DENIED when the socket may not be opened;
+ *         ::DX_TIMEOUT when the connect timeout ran out; ::DX_VERSION_MISMATCH when the daemon
+ *         speaks another protocol major (the message names both versions); or the status of the
+ *         daemon's refusal.
+ *
+ * Any thread. The returned runtime may be used from several threads at once: its requests are
+ * serialised on the one connection.
+ * @since 1.1
+ */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_runtime_connect(const char* address,
+                                                     const dx_connect_options_t* options,
+                                                     dx_runtime_t** out_runtime);
 
 /**
  * @brief Loads one plugin.
@@ -644,6 +721,13 @@ DX_MUST_USE DX_EXPORT dx_error_t* dx_invoke_ex(dx_runtime_t* runtime, dx_op_id_t
 #define DX_KERNEL_INFO_SIZE_1_0 64
 /** `struct_size` of a ::dx_invoke_options_t in ABI 1.0 (up to `next`). @since 1.0 */
 #define DX_INVOKE_OPTIONS_SIZE_1_0 32
+
+/* ------------------------------------------------------------------------------------------ */
+/* Named 1.1 sizes                                                                             */
+/* ------------------------------------------------------------------------------------------ */
+
+/** `struct_size` of a ::dx_connect_options_t in ABI 1.1 (up to `next`). @since 1.1 */
+#define DX_CONNECT_OPTIONS_SIZE_1_1 32
 
 #ifdef __cplusplus
 } /* extern "C" */

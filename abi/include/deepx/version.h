@@ -19,7 +19,7 @@
 #define DX_ABI_VERSION_MAJOR 1
 /** Minor version of the ABI these headers describe. Bumped for every append-only addition.
     @since 1.0 */
-#define DX_ABI_VERSION_MINOR 0
+#define DX_ABI_VERSION_MINOR 1
 
 /** Packs a major and a minor version into one 32-bit value (major in the high 16 bits).
     @since 1.0 */
@@ -32,7 +32,7 @@
 /** The packed ABI version these headers describe. @since 1.0 */
 #define DX_ABI_VERSION DX_MAKE_VERSION(DX_ABI_VERSION_MAJOR, DX_ABI_VERSION_MINOR)
 /** DX_ABI_VERSION as one plain integer, for binding generators that cannot evaluate macros
-    (cgo, a Java generator): 0x00010000 is 1.0. @since 1.0 */
-#define DX_ABI_VERSION_PACKED 0x00010000
+    (cgo, a Java generator): 0x00010000 is 1.0, 0x00010001 is 1.1. @since 1.0 */
+#define DX_ABI_VERSION_PACKED 0x00010001
 
 #endif /* DEEPX_VERSION_H_ */
