@@ -180,17 +180,31 @@ double logit(const CrossEntropyPlan& p, std::int64_t row, std::int64_t c) {
   return load_float(p.logits.dtype, p.logits.at(index));
 }
 
-// log(sum(exp(line))) shifted by the max (a NaN gives NaN; all -Inf gives -Inf).
-double log_sum_exp(const std::vector<double>& line) {
-  double m = -std::numeric_limits<double>::infinity();
+// log(sum(exp(line))) split at the line's max m: returns log(sum(exp(line - m))) and sets m, so
+// the log-sum-exp is m + the result. Callers subtract x - m from the result rather than x from
+// m + result: at huge logits m + log(sum) rounds to m and the difference cancels (1e17 + log 2
+// is 1e17). A NaN gives NaN; an infinite m (all -Inf, or a +Inf) gives 0, so m + 0 = m.
+double log_sum_exp_shifted(const std::vector<double>& line, double& m) {
+  m = -std::numeric_limits<double>::infinity();
   for (double v : line) {
-    if (std::isnan(v)) return v;
+    if (std::isnan(v)) {
+      m = v;
+      return v;
+    }
     m = std::max(m, v);
   }
-  if (std::isinf(m)) return m;
+  if (std::isinf(m)) return 0;
   double total = 0;
   for (double v : line) total += std::exp(v - m);
-  return m + std::log(total);
+  return std::log(total);
+}
+
+// The loss term log(sum(exp(line))) - x of one row, as (log(sum(exp(line - m)))) - (x - m).
+double log_sum_exp_minus(const std::vector<double>& line, double x) {
+  double m = 0;
+  const double log_sum = log_sum_exp_shifted(line, m);
+  if (std::isnan(m) || std::isinf(m)) return m - x;  // NaN; or m - x as m + log(sum) - x gives
+  return log_sum - (x - m);
 }
 
 // ---- batch norm ----
@@ -548,7 +562,7 @@ void cross_entropy(const Call& call) {
     if (label == p.ignore_index) continue;  // loss 0, not counted in the mean
     line.clear();
     for (std::int64_t c = 0; c < p.classes; ++c) line.push_back(logit(p, r, c));
-    losses[r] = log_sum_exp(line) - line[label];
+    losses[r] = log_sum_exp_minus(line, line[label]);
     ++counted;
   }
   if (p.reduction == Reduction::kNone) {
@@ -588,9 +602,12 @@ void cross_entropy_backward(const Call& call) {
     }
     line.clear();
     for (std::int64_t c = 0; c < p.classes; ++c) line.push_back(logit(p, r, c));
-    const double lse = log_sum_exp(line);
+    double m = 0;
+    const double log_sum = log_sum_exp_shifted(line, m);
     for (std::int64_t c = 0; c < p.classes; ++c) {
-      const double softmax = std::exp(line[c] - lse);
+      // exp((x - m) - log(sum)), not exp(x - (m + log(sum))): m + log(sum) rounds to m at huge
+      // logits. With an infinite or NaN m, x - m gives the reference's NaN / 0 / Inf pattern.
+      const double softmax = std::exp((line[c] - m) - log_sum);
       const std::int64_t i2[2] = {r, c}, i1[1] = {c};
       GradBuffer::add(p.batched ? g.view.at(i2) : g.view.at(i1), scale * (softmax - (c == label ? 1.0 : 0.0)));
     }
@@ -602,7 +619,7 @@ void cross_entropy_backward(const Call& call) {
 // ---- log_softmax (the softmax helpers are reduce.cc's) ----
 
 void log_softmax(const Call& call) {
-  // x - max - log(sum(exp(x - max))) per line, in f64; a NaN poisons its line.
+  // (x - max) - log(sum(exp(x - max))) per line, in f64; a NaN poisons its line.
   const Tensor in = view(call.inputs[0], "input 0");
   const Tensor out = view(call.outputs[0], "output 0");
   expect_output_shape(out, in.shape);
@@ -625,11 +642,13 @@ void log_softmax(const Call& call) {
     }
     double total = 0;
     for (std::int64_t i = 0; i < length; ++i) total += std::exp(line[i] - line_max);
-    const double shift = line_max + std::log(total);
+    const double log_sum = std::log(total);
     for (std::int64_t i = 0; i < length; ++i) {
       index[axis] = i;
-      // An all -Inf line gives NaN (-Inf - -Inf), as PyTorch.
-      store_float(out.dtype, out.at(index), has_nan ? std::numeric_limits<double>::quiet_NaN() : line[i] - shift);
+      // (x - max) - log(sum), not x - (max + log(sum)): max + log(sum) rounds to max at huge
+      // logits and the difference cancels. An all -Inf line gives NaN (-Inf - -Inf), as PyTorch.
+      store_float(out.dtype, out.at(index),
+                  has_nan ? std::numeric_limits<double>::quiet_NaN() : (line[i] - line_max) - log_sum);
     }
   });
 }
