@@ -242,7 +242,25 @@ def cert_seeds():
         "seed-short-sha": good.replace(sha, sha[:10]),
         "seed-wrong-magic": good.replace("deepx-certificate 1", "deepx-certificate 2"),
         "seed-crlf": good.replace("\n", "\r\n"),
+        # Format 2 (certificate/README.md): every line `deepx certify` writes, signed. The
+        # signature is a constant made once with a throwaway key (id below; openssl pkeyutl).
+        "seed-v2-signed": V2_BODY % (sha, "fedcba9876543210" * 4) + "signed-by " + V2_KEY_ID + "\n" +
+                          "signature " + V2_SIGNATURE + "\n",
+        "seed-v2-unsigned": V2_BODY % (sha, "fedcba9876543210" * 4),
+        "seed-v2-after-signature": V2_BODY % (sha, "fedcba9876543210" * 4) + "signed-by " + V2_KEY_ID +
+                                   "\nsignature " + V2_SIGNATURE + "\nkernel dx.mul 1 1\n",
+        "seed-v2-duplicate-verdict": V2_BODY % (sha, "0" * 64) + "verdict NOT CERTIFIED\n",
+        "seed-v2-bad-library": V2_BODY % (sha, "0" * 64) + "library libm.so.6\n",
     }
+
+
+V2_BODY = ("deepx-certificate 2\nplugin fuzz\nsha256 %s\nsuite 0.1.0\nbuild deepx-0.1.0+x86-64-v3\n"
+           "verdict CERTIFIED\nisa x86-64-v3\ncpu GenuineIntel family 6 model 143 (Intel(R) Xeon(R))\n"
+           "library libc.so.6 glibc-2.36\nlibrary libgomp.so.1 libgomp.so.1.0.0\n"
+           "tolerance_table_sha256 %s\nrelaxed dx.exp f16 forward 4 ulp: a reason\n"
+           "kernel dx.add 1 73730,73730,73730\n")
+V2_KEY_ID = "24fd941bde7012637157685fc42a762ba802a7e2bbcb4b30badf5e2d980bc3bd"
+V2_SIGNATURE = "NFwSKUbJ7FbLU1o+SvBUtl+39iorcyvjzisOilrJAgM357u8ZO1cyZ22eJb1y0SR+CZDhUs0Zg9kMJZ/QM6dAQ=="
 
 
 # ---- fuzz_attrs_invoke -------------------------------------------------------------------------------

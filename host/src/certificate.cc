@@ -1,111 +1,73 @@
-// Certificates written by `deepx certify` and the trust gate that uses them.
+// The trust gate's use of certificates: finds a plugin's certificate, checks it with the
+// certificate module (certificate/src/certificate.h: format, Ed25519 signature, trust store)
+// and marks the kernels it grants. The host only decides where to look and what the verdict
+// means for dispatch; parsing and verifying are the module's, shared with `deepx certify`.
 //
-// A certificate binds a verdict to one plugin binary: it names the plugin, the SHA-256 of its
-// .so, and each certified kernel (op, device type, dtype signature). A rebuilt library has
-// another hash, so its certificate no longer applies. The format is line based so the host
-// needs no parser dependency:
+// A plugin is VALID (its listed kernels certified) only when, in this order: a certificate is
+// found; it parses and names this plugin; it is signed; its key is not revoked and is in the
+// trust store; the signature matches its text; its sha256 is the SHA-256 of the bytes that
+// were loaded (computed by the loader before any of the plugin's code ran); its verdict is
+// CERTIFIED or CERTIFIED-with-relaxations; its `build` lines, if any, name the build id the
+// plugin reported; and no library it records is loaded here in another version. Anything else
+// is INVALID with a note naming the check that failed. Unsigned certificates are read (they
+// are reports) but grant nothing.
 //
-//   deepx-certificate 1
-//   plugin <name>
-//   sha256 <hex>
-//   suite <version>
-//   build <build id>                                 (optional, may repeat)
-//   kernel <op> <device type> <dtype,dtype,...>     (packed dx_dtype_t values, decimal)
-//
-// Unknown keys are ignored, so later suites can add lines. `build` lines name the descriptor
-// build ids the verdict was earned by: one .so can serve several (the CPU plugin compiles its
-// kernels per instruction set and picks one at load), and a certificate earned by one variant
-// must not vouch for another that never ran the suite. Without `build` lines any build id of
-// the hashed file is covered (certificates of earlier suites).
+// Trust store: the public keys (*.pub) of DEEPX_TRUST_DIR (colon-separated) when set, else of
+// the installed <datadir>/deepx/trusted-keys; revoked key ids from the `revoked-keys` files of
+// both. Read at each plugin load.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <set>
-#include <optional>
 #include <sstream>
-#include <tuple>
 
+#include "certificate.h"
 #include "internal.h"
-#include "sha256.h"
+
+#ifndef DEEPX_INSTALL_TRUST_DIR
+#define DEEPX_INSTALL_TRUST_DIR ""
+#endif
 
 namespace deepx::host {
 namespace {
 
-struct KernelKey {
-  std::string op;
-  int32_t device_type;
-  std::vector<dx_dtype_t> dtypes;
-  bool operator<(const KernelKey& o) const {
-    return std::tie(op, device_type, dtypes) < std::tie(o.op, o.device_type, o.dtypes);
-  }
-};
+constexpr size_t kMaxCertificateBytes = 16u << 20;
 
 bool Exists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-// Parses `path`; on failure returns false with `why` set.
-bool Parse(const std::string& path, const std::string& plugin_name, std::string* sha256,
-           std::set<std::string>* builds, std::set<KernelKey>* kernels, std::string* why) {
-  std::ifstream in(path);
+std::vector<std::string> Split(const char* list) {
+  std::vector<std::string> out;
+  if (list == nullptr) return out;
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ':'))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+// Reads and parses `path`; on failure returns false with `why` set (naming the file).
+bool ReadCertificate(const std::string& path, cert::Certificate* c, std::string* why) {
+  std::ifstream in(path, std::ios::binary);
   if (!in) {
     *why = "cannot read " + path;
     return false;
   }
-  std::string line;
-  if (!std::getline(in, line) || line != "deepx-certificate 1") {
-    *why = path + " is not a deepx certificate (first line must be 'deepx-certificate 1')";
+  std::string text;
+  text.resize(kMaxCertificateBytes + 1);
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxCertificateBytes) {
+    *why = path + " is larger than 16 MiB: not a certificate";
     return false;
   }
-  std::string name;
-  int number = 1;
-  while (std::getline(in, line)) {
-    ++number;
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream fields(line);
-    std::string key;
-    fields >> key;
-    if (key == "plugin") {
-      fields >> name;
-    } else if (key == "sha256") {
-      fields >> *sha256;
-    } else if (key == "build") {
-      std::string id;
-      fields >> id;
-      if (id.empty()) {
-        *why = path + ":" + std::to_string(number) + ": empty build line";
-        return false;
-      }
-      builds->insert(id);
-    } else if (key == "kernel") {
-      KernelKey k;
-      std::string dtypes;
-      if (!(fields >> k.op >> k.device_type >> dtypes)) {
-        *why = path + ":" + std::to_string(number) + ": malformed kernel line";
-        return false;
-      }
-      std::istringstream list(dtypes);
-      std::string item;
-      while (std::getline(list, item, ',')) {
-        char* end = nullptr;
-        unsigned long v = std::strtoul(item.c_str(), &end, 10);
-        if (item.empty() || *end != '\0' || v > 0xFFFFFFFFul) {
-          *why = path + ":" + std::to_string(number) + ": malformed dtype '" + item + "'";
-          return false;
-        }
-        k.dtypes.push_back(static_cast<dx_dtype_t>(v));
-      }
-      kernels->insert(std::move(k));
-    }
-  }
-  if (name != plugin_name) {
-    *why = path + " certifies plugin '" + name + "', not '" + plugin_name + "'";
-    return false;
-  }
-  if (sha256->size() != 64) {
-    *why = path + " has no valid sha256 line";
+  std::string parse_why;
+  if (!cert::Parse(text, c, &parse_why)) {
+    *why = path + ": " + parse_why;
     return false;
   }
   return true;
@@ -113,7 +75,16 @@ bool Parse(const std::string& path, const std::string& plugin_name, std::string*
 
 }  // namespace
 
-void EvaluateCertificate(const Core& core, Plugin& plugin, std::vector<PendingKernel>& kernels) {
+cert::TrustStore LoadHostTrustStore() {
+  std::vector<std::string> installed;
+  if (DEEPX_INSTALL_TRUST_DIR[0] != '\0') installed.push_back(DEEPX_INSTALL_TRUST_DIR);
+  std::vector<std::string> env = Split(std::getenv("DEEPX_TRUST_DIR"));
+  return cert::LoadTrustStore(env.empty() ? installed : env, installed);
+}
+
+void EvaluateCertificate(const Core& core, Plugin& plugin, std::vector<PendingKernel>& kernels,
+                         const std::string& loaded_sha256) {
+  for (auto& k : kernels) k.kernel.certified = false;
   std::vector<std::string> candidates;
   for (const auto& dir : core.certificate_dirs) {
     candidates.push_back(dir + "/" + plugin.name + ".certificate");
@@ -132,51 +103,64 @@ void EvaluateCertificate(const Core& core, Plugin& plugin, std::vector<PendingKe
                                 ")";
     return;
   }
-  std::string expected_sha;
-  std::set<std::string> builds;
-  std::set<KernelKey> certified;
+  plugin.certification = DX_CERTIFICATION_INVALID;
+  cert::Certificate c;
   std::string why;
-  if (!Parse(plugin.certificate, plugin.name, &expected_sha, &builds, &certified, &why)) {
-    plugin.certification = DX_CERTIFICATION_INVALID;
+  if (!ReadCertificate(plugin.certificate, &c, &why)) {
     plugin.certification_note = why;
     return;
   }
-  std::optional<std::string> actual = util::sha256_file(plugin.path);
-  if (!actual) {
-    plugin.certification = DX_CERTIFICATION_INVALID;
-    plugin.certification_note = "cannot read " + plugin.path + " to hash it";
+  if (c.plugin != plugin.name) {
+    plugin.certification_note = plugin.certificate + " certifies plugin '" + c.plugin + "', not '" +
+                                plugin.name + "'";
     return;
   }
-  if (*actual != expected_sha) {
-    plugin.certification = DX_CERTIFICATION_INVALID;
-    plugin.certification_note = plugin.certificate + " was issued for another build of " +
-                                plugin.path + " (SHA-256 " + expected_sha.substr(0, 12) +
-                                "..., this file is " + actual->substr(0, 12) +
-                                "...); certify it again";
+  if (loaded_sha256.size() != 64) {
+    plugin.certification_note = "cannot hash " + plugin.path + " (the loaded code)";
     return;
   }
-  if (!builds.empty() && builds.count(plugin.build_id) == 0) {
+  const cert::TrustStore store = LoadHostTrustStore();
+  if (cert::Verify(c, store, loaded_sha256, &why) != cert::Check::kTrusted) {
+    plugin.certification_note = plugin.certificate + ": " + why;
+    return;
+  }
+  if (!c.builds.empty() &&
+      std::find(c.builds.begin(), c.builds.end(), plugin.build_id) == c.builds.end()) {
     std::string listed;
-    for (const auto& b : builds) listed += (listed.empty() ? "" : ", ") + b;
-    plugin.certification = DX_CERTIFICATION_INVALID;
+    for (const auto& b : c.builds) listed += (listed.empty() ? "" : ", ") + b;
     plugin.certification_note = plugin.certificate + " covers build " + listed + " of " +
                                 plugin.path + ", but this process loaded build " +
                                 plugin.build_id +
                                 " (another instruction-set variant?); certify it again here";
     return;
   }
+  const std::vector<std::string> changed = cert::ChangedLibraries(c.libraries);
+  if (!changed.empty()) {
+    std::string list;
+    for (const auto& l : changed) list += (list.empty() ? "" : "; ") + l;
+    plugin.certification_note = plugin.certificate +
+                                ": library changed: a library the certificate records is loaded "
+                                "here in another version (" + list + "); certify it again here";
+    return;
+  }
   plugin.certification = DX_CERTIFICATION_VALID;
+  plugin.certification_note.clear();
+  const std::set<cert::Kernel> listed(c.kernels.begin(), c.kernels.end());
   for (auto& k : kernels) {
-    KernelKey key{k.op_name, k.kernel.device_type, k.kernel.dtypes};
-    k.kernel.certified = certified.count(key) != 0;
+    cert::Kernel key{k.op_name, k.kernel.device_type,
+                     std::vector<uint32_t>(k.kernel.dtypes.begin(), k.kernel.dtypes.end())};
+    k.kernel.certified = listed.count(key) != 0;
   }
 }
 
 bool ParseCertificateForFuzzing(const std::string& path, std::string* why) {
-  std::string sha256;
-  std::set<std::string> builds;
-  std::set<KernelKey> kernels;
-  return Parse(path, "fuzz", &sha256, &builds, &kernels, why);
+  cert::Certificate c;
+  if (!ReadCertificate(path, &c, why)) return false;
+  if (c.plugin != "fuzz") {
+    *why = path + " certifies plugin '" + c.plugin + "', not 'fuzz'";
+    return false;
+  }
+  return true;
 }
 
 }  // namespace deepx::host

@@ -391,8 +391,11 @@ std::vector<std::string> SearchDirs(const char* option_path, bool ignore_env);
 // The bundled plugin directory, next to the host library.
 std::string BundledPluginDir();
 
-// Finds and checks the plugin's certificate; marks the pending kernels it covers (certificate.cc).
-void EvaluateCertificate(const Core& core, Plugin& plugin, std::vector<PendingKernel>& kernels);
+// Finds and checks the plugin's certificate against `loaded_sha256` (the SHA-256 of the bytes
+// loaded, computed before any plugin code ran); marks the pending kernels it grants
+// (certificate.cc).
+void EvaluateCertificate(const Core& core, Plugin& plugin, std::vector<PendingKernel>& kernels,
+                         const std::string& loaded_sha256);
 // The certificate parser alone, for host/fuzz/fuzz_certificate.cc: parses the file at `path` as
 // a certificate of plugin "fuzz"; false with `why` set when it is refused (certificate.cc).
 bool ParseCertificateForFuzzing(const std::string& path, std::string* why);

@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,8 +15,11 @@
 #include <cerrno>
 #include <cstring>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <set>
 
+#include "certificate.h"
 #include "internal.h"
 
 namespace deepx::host {
@@ -366,6 +370,174 @@ constexpr uint16_t kElfMachine = EM_AARCH64;
 constexpr uint16_t kElfMachine = EM_NONE;  // not checked
 #endif
 
+// ---- what runs is what is hashed ----------------------------------------------------------------
+//
+// The plugin's bytes are hashed before any of its code runs. With certification required, the
+// file is read once into a sealed memfd (no write, grow, shrink or further seals), the memfd is
+// hashed, and the dynamic loader maps /proc/self/fd/N of that memfd: whatever the file on disk
+// becomes afterwards (a plugin's own init renaming another binary over its path, say), the code
+// that runs is the code that was hashed. Without the requirement the file is hashed through the
+// descriptor that is then closed and dlopen maps the path as before: the certification state is
+// then a report, not a guarantee (nothing is enforced).
+//
+// A memfd has no directory, so `$ORIGIN` in the plugin's RUNPATH/RPATH would name /proc/self/fd.
+// Before mapping the memfd, the plugin's direct dependencies (DT_NEEDED) that its `$ORIGIN`
+// entries find in the plugin's real directory are loaded from there by absolute path; the
+// dynamic loader then matches the plugin's DT_NEEDED names against their sonames. Those libraries
+// are not hashed: the certificate records them by name and version (see certificate.cc).
+
+// A sealed copy of a plugin file: the descriptor (kept open for the life of the process: the
+// dynamic loader knows the library by the name /proc/self/fd/N, which must keep naming it) and
+// its SHA-256. One per distinct content: loading the same bytes again reuses it, so dlopen
+// returns the already-loaded library as it does for a path.
+struct SealedImage {
+  int fd = -1;
+  std::string sha256;
+};
+
+dx_status_t SealPluginFile(const std::string& path, SealedImage* out) {
+  int file = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (file < 0) {
+    return Failf(DX_IO_ERROR, "cannot open plugin file '%s': %s", path.c_str(),
+                 std::strerror(errno));
+  }
+  std::string base = path.substr(path.rfind('/') + 1);
+  int fd = ::memfd_create(("deepx-plugin:" + base).c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) {
+    int e = errno;
+    ::close(file);
+    return Failf(DX_IO_ERROR, "cannot create a sealed copy of plugin '%s' (memfd_create: %s)",
+                 path.c_str(), std::strerror(e));
+  }
+  char buffer[1 << 16];
+  while (true) {
+    ssize_t n = ::read(file, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int e = errno;
+      ::close(file);
+      ::close(fd);
+      return Failf(DX_IO_ERROR, "cannot read plugin file '%s': %s", path.c_str(), std::strerror(e));
+    }
+    if (n == 0) break;
+    for (ssize_t done = 0; done < n;) {
+      ssize_t w = ::write(fd, buffer + done, static_cast<size_t>(n - done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        int e = errno;
+        ::close(file);
+        ::close(fd);
+        return Failf(DX_IO_ERROR, "cannot copy plugin file '%s' into memory: %s", path.c_str(),
+                     std::strerror(e));
+      }
+      done += w;
+    }
+  }
+  ::close(file);
+  if (::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+    int e = errno;
+    ::close(fd);
+    return Failf(DX_IO_ERROR, "cannot seal the copy of plugin '%s': %s", path.c_str(),
+                 std::strerror(e));
+  }
+  std::optional<std::string> sha = cert::Sha256Fd(fd);
+  if (!sha) {
+    ::close(fd);
+    return Failf(DX_IO_ERROR, "cannot hash the copy of plugin '%s'", path.c_str());
+  }
+  static std::mutex mutex;
+  static std::map<std::string, int> by_hash;  // never shrinks: the libraries stay mapped too
+  std::lock_guard<std::mutex> lock(mutex);
+  auto [it, inserted] = by_hash.emplace(*sha, fd);
+  if (!inserted) ::close(fd);
+  out->fd = it->second;
+  out->sha256 = *sha;
+  return DX_OK;
+}
+
+// Reads `n` bytes at `offset` of `fd`, false when they are not all there.
+bool ReadAt(int fd, void* out, uint64_t n, uint64_t offset) {
+  return ::pread(fd, out, n, static_cast<off_t>(offset)) == static_cast<ssize_t>(n);
+}
+
+// Loads the direct dependencies of the ELF shared object in `fd` that its RUNPATH/RPATH finds
+// through `$ORIGIN`, with `$ORIGIN` taken as `origin` (the plugin's real directory). Best
+// effort: anything it cannot read is left to the dynamic loader (which then reports it).
+void PreloadOriginDependencies(int fd, const std::string& origin) {
+  Elf64_Ehdr eh;
+  if (!ReadAt(fd, &eh, sizeof eh, 0) || eh.e_phentsize != sizeof(Elf64_Phdr)) return;
+  std::vector<Elf64_Phdr> loads;
+  Elf64_Phdr dynamic{};
+  bool have_dynamic = false;
+  for (uint16_t i = 0; i < eh.e_phnum; ++i) {
+    Elf64_Phdr ph;
+    if (!ReadAt(fd, &ph, sizeof ph, eh.e_phoff + static_cast<uint64_t>(i) * sizeof ph)) return;
+    if (ph.p_type == PT_LOAD) loads.push_back(ph);
+    if (ph.p_type == PT_DYNAMIC) {
+      dynamic = ph;
+      have_dynamic = true;
+    }
+  }
+  if (!have_dynamic || dynamic.p_filesz > (1u << 20)) return;
+  std::vector<Elf64_Dyn> dyn(dynamic.p_filesz / sizeof(Elf64_Dyn));
+  if (dyn.empty() || !ReadAt(fd, dyn.data(), dyn.size() * sizeof(Elf64_Dyn), dynamic.p_offset)) return;
+  uint64_t strtab = 0, strsz = 0, runpath = UINT64_MAX, rpath = UINT64_MAX;
+  std::vector<uint64_t> needed;
+  for (const auto& d : dyn) {
+    if (d.d_tag == DT_NULL) break;
+    if (d.d_tag == DT_STRTAB) strtab = d.d_un.d_ptr;
+    if (d.d_tag == DT_STRSZ) strsz = d.d_un.d_val;
+    if (d.d_tag == DT_NEEDED) needed.push_back(d.d_un.d_val);
+    if (d.d_tag == DT_RUNPATH) runpath = d.d_un.d_val;
+    if (d.d_tag == DT_RPATH) rpath = d.d_un.d_val;
+  }
+  if (strsz == 0 || strsz > (16u << 20) || (runpath == UINT64_MAX && rpath == UINT64_MAX)) return;
+  uint64_t strtab_offset = UINT64_MAX;
+  for (const auto& ph : loads) {
+    if (strtab >= ph.p_vaddr && strtab - ph.p_vaddr < ph.p_filesz &&
+        strsz <= ph.p_filesz - (strtab - ph.p_vaddr)) {
+      strtab_offset = ph.p_offset + (strtab - ph.p_vaddr);
+    }
+  }
+  if (strtab_offset == UINT64_MAX) return;
+  std::string strings(strsz, '\0');
+  if (!ReadAt(fd, strings.data(), strsz, strtab_offset)) return;
+  auto string_at = [&](uint64_t offset) {
+    return offset < strings.size() ? std::string(strings.c_str() + offset) : std::string();
+  };
+  std::vector<std::string> dirs;
+  for (uint64_t entry : {runpath, rpath}) {
+    if (entry == UINT64_MAX) continue;
+    std::string list = string_at(entry);
+    size_t start = 0;
+    while (start <= list.size()) {
+      size_t colon = list.find(':', start);
+      std::string dir = list.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+      for (const char* token : {"${ORIGIN}", "$ORIGIN"}) {
+        for (size_t at; (at = dir.find(token)) != std::string::npos;) {
+          dir.replace(at, std::strlen(token), origin);
+        }
+      }
+      if (dir != list.substr(start, colon == std::string::npos ? std::string::npos : colon - start)) {
+        dirs.push_back(dir);  // only the entries that named $ORIGIN
+      }
+      if (colon == std::string::npos) break;
+      start = colon + 1;
+    }
+  }
+  for (uint64_t n : needed) {
+    const std::string name = string_at(n);
+    if (name.empty() || name.find('/') != std::string::npos) continue;
+    for (const auto& dir : dirs) {
+      const std::string candidate = dir + "/" + name;
+      if (FileExists(candidate)) {
+        ::dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);  // stays loaded
+        break;
+      }
+    }
+  }
+}
+
 // Checks, before the dynamic loader maps it, that `path` is a whole ELF shared object for this
 // machine: a truncated or foreign file would otherwise crash the process (SIGBUS on a page
 // past the end of the file) or be refused with a vague message. Reads the ELF header and the
@@ -489,8 +661,25 @@ dx_status_t LoadPlugin(const std::shared_ptr<Core>& core, const char* name_or_pa
   }
 
   if (dx_status_t st = CheckLoadableFile(path); st != DX_OK) return st;
+  // The bytes that will run, hashed before any of their code runs (see SealPluginFile).
+  std::string load_path = path;
+  std::string loaded_sha256;
+  if (core->require_certified) {
+    SealedImage image;
+    if (dx_status_t st = SealPluginFile(path, &image); st != DX_OK) return st;
+    load_path = "/proc/self/fd/" + std::to_string(image.fd);
+    loaded_sha256 = image.sha256;
+    if (dx_status_t st = CheckLoadableFile(load_path); st != DX_OK) return st;
+    PreloadOriginDependencies(image.fd, path.substr(0, path.rfind('/')));
+  } else {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      loaded_sha256 = cert::Sha256Fd(fd).value_or("");
+      ::close(fd);
+    }
+  }
   ::dlerror();
-  void* library = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  void* library = ::dlopen(load_path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (library == nullptr) {
     const char* why = ::dlerror();
     return Failf(DX_PLUGIN_ERROR,
@@ -622,7 +811,7 @@ dx_status_t LoadPlugin(const std::shared_ptr<Core>& core, const char* name_or_pa
     }
   }
 
-  EvaluateCertificate(*core, *plugin, plugin->context.kernels);
+  EvaluateCertificate(*core, *plugin, plugin->context.kernels, loaded_sha256);
 
   // Commit, with readers held off. Reserve first so nothing below can throw half-way.
   std::unique_lock<RegistryLock> registry(core->registry);

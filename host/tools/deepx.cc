@@ -3,6 +3,7 @@
 //   deepx plugins [PATH|NAME...]   what loaded (versions, capabilities) or why not
 //   deepx ops [PATH|NAME...]       op x dtype x device table
 //   deepx certify ARGS...          runs the conformance runner (deepx-certify)
+//   deepx keygen NAME              a new Ed25519 key pair for signing certificates
 //   deepx version
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "certificate.h"
 #include "deepx/host.h"
 #include "deepx/plugin.h"
 
@@ -23,11 +25,16 @@ const char* kUsage =
     "  plugins [PATH|NAME...]  load plugins (default: every plugin on the search path) and show\n"
     "                          what loaded, their versions and capabilities, or why not\n"
     "  ops [PATH|NAME...]      show the op x dtype x device table of the loaded plugins\n"
-    "  certify PLUGIN [ARGS]   certify a plugin with the conformance suite (deepx-certify)\n"
+    "  certify PLUGIN [ARGS]   certify a plugin with the conformance suite (deepx-certify);\n"
+    "                          --sign KEY signs the certificate\n"
+    "  keygen NAME             write a new Ed25519 signing key: NAME.key (private, mode 0600)\n"
+    "                          and NAME.pub (public: goes into a host's trust store)\n"
     "  version                 show the host's ABI version\n"
     "The search path is DEEPX_PLUGIN_PATH (colon-separated), then the bundled plugin dir.\n"
     "Certificates are looked up in DEEPX_CERTIFICATE_PATH as <name>.certificate, then next to\n"
-    "the library as <file>.certificate; DEEPX_REQUIRE_CERTIFIED=1 runs only certified kernels.\n";
+    "the library as <file>.certificate; DEEPX_REQUIRE_CERTIFIED=1 runs only the kernels a\n"
+    "certificate signed by a key of the trust store lists (DEEPX_TRUST_DIR, else the installed\n"
+    "share/deepx/trusted-keys).\n";
 
 std::string Version(uint32_t v) {
   return std::to_string(DX_VERSION_MAJOR(v)) + "." + std::to_string(DX_VERSION_MINOR(v));
@@ -258,6 +265,27 @@ int Certify(int argc, char** argv) {
   return 2;
 }
 
+int Keygen(const std::vector<std::string>& args) {
+  if (args.size() != 1 || args[0].empty() || args[0][0] == '-') {
+    std::fprintf(stderr,
+                 "usage: deepx keygen NAME\n"
+                 "writes NAME.key (the private key, mode 0600: keep it secret) and NAME.pub\n");
+    return 2;
+  }
+  const std::string priv = args[0] + ".key", pub = args[0] + ".pub";
+  std::string why;
+  std::optional<std::string> id = deepx::cert::GenerateKey(priv, pub, &why);
+  if (!id) {
+    std::fprintf(stderr, "deepx keygen: %s\n", why.c_str());
+    return 1;
+  }
+  std::printf("private key: %s (mode 0600; sign with `deepx certify PLUGIN --sign %s`)\n"
+              "public key:  %s (copy it into the trust store of the hosts that should trust it)\n"
+              "key id:      %s\n",
+              priv.c_str(), priv.c_str(), pub.c_str(), id->c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -270,6 +298,7 @@ int main(int argc, char** argv) {
   if (cmd == "plugins") return Plugins(rest);
   if (cmd == "ops") return Ops(rest);
   if (cmd == "certify") return Certify(argc, argv);
+  if (cmd == "keygen") return Keygen(rest);
   if (cmd == "version" || cmd == "--version") {
     std::printf("deepx host, ABI %s\n", Version(dx_abi_version()).c_str());
     return 0;
