@@ -1,0 +1,3 @@
+module github.com/deepx/deepx-go
+
+go 1.19
