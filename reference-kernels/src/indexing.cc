@@ -31,6 +31,37 @@ void check_gather_shapes(const Tensor& x, const Tensor& idx, std::size_t axis, c
   }
 }
 
+// The axis of dx.index_select after the checks its forward and backward make, in this order:
+// the axis, 1-D indices, `out` (output or output gradient) against x with dim `axis` replaced
+// by len(idx), the indices.
+std::size_t index_select_axis(const Call& call, const Tensor& x, const Tensor& idx, const Tensor& out) {
+  const std::size_t axis = axis_attr(call, x.rank(), 0, "dx.index_select");
+  if (idx.rank() != 1) fail(DX_SHAPE_MISMATCH, "dx.index_select: indices must be 1-D");
+  std::vector<std::int64_t> expected = x.shape;
+  expected[axis] = idx.shape[0];
+  expect_output_shape(out, expected);
+  check_indices(idx, x.shape[axis], "dx.index_select");
+  return axis;
+}
+
+// The axis of dx.gather / dx.scatter_add after the checks their backward (and gather's
+// forward) make, in this order: the axis, the shape rule, `out` against `out_shape`, the indices.
+std::size_t gather_axis(const Call& call, const Tensor& x, const Tensor& idx, const Tensor& out,
+                        const std::vector<std::int64_t>& out_shape, const char* op) {
+  const std::size_t axis = axis_attr(call, x.rank(), 0, op);
+  check_gather_shapes(x, idx, axis, op);
+  expect_output_shape(out, out_shape);
+  check_indices(idx, x.shape[axis], op);
+  return axis;
+}
+
+// `to` = i with i[axis] replaced by the index idx holds at `at`.
+void replace_axis(std::span<const std::int64_t> i, std::size_t axis, const Tensor& idx,
+                  std::span<const std::int64_t> at, std::vector<std::int64_t>& to) {
+  to.assign(i.begin(), i.end());
+  to[axis] = load_int(idx.dtype, idx.at(at));
+}
+
 }  // namespace
 
 void index_select(const Call& call) {
@@ -38,17 +69,11 @@ void index_select(const Call& call) {
   const Tensor x = view(call.inputs[0], "input 0");
   const Tensor idx = view(call.inputs[1], "input 1");
   const Tensor y = view(call.outputs[0], "output 0");
-  const std::size_t axis = axis_attr(call, x.rank(), 0, "dx.index_select");
-  if (idx.rank() != 1) fail(DX_SHAPE_MISMATCH, "dx.index_select: indices must be 1-D");
-  std::vector<std::int64_t> expected = x.shape;
-  expected[axis] = idx.shape[0];
-  expect_output_shape(y, expected);
-  check_indices(idx, x.shape[axis], "dx.index_select");
+  const std::size_t axis = index_select_axis(call, x, idx, y);
   std::vector<std::int64_t> xi, ii(1);
   for_each_index(y.shape, [&](std::span<const std::int64_t> i) {
-    xi.assign(i.begin(), i.end());
     ii[0] = i[axis];
-    xi[axis] = load_int(idx.dtype, idx.at(ii));
+    replace_axis(i, axis, idx, ii, xi);
     move_bytes(y, i, x, xi);
   });
 }
@@ -57,17 +82,11 @@ void index_select_backward(const Call& call) {
   const Tensor dy = view(call.inputs[0], "output gradient 0");
   const Tensor x = view(call.inputs[1], "forward input 0");
   const Tensor idx = view(call.inputs[2], "forward input 1");
-  const std::size_t axis = axis_attr(call, x.rank(), 0, "dx.index_select");
-  if (idx.rank() != 1) fail(DX_SHAPE_MISMATCH, "dx.index_select: indices must be 1-D");
-  std::vector<std::int64_t> expected = x.shape;
-  expected[axis] = idx.shape[0];
-  expect_output_shape(dy, expected);
-  check_indices(idx, x.shape[axis], "dx.index_select");
+  const std::size_t axis = index_select_axis(call, x, idx, dy);
   std::vector<std::int64_t> ii(1);
   movement_backward(dy, x, grad_output(call, 0, x.shape), [&](std::span<const std::int64_t> i, std::vector<std::int64_t>& xi) {
-    xi.assign(i.begin(), i.end());
     ii[0] = i[axis];
-    xi[axis] = load_int(idx.dtype, idx.at(ii));
+    replace_axis(i, axis, idx, ii, xi);
     return true;
   });
   if (const auto didx = grad_output(call, 1, idx.shape)) zero_fill(*didx);
@@ -78,14 +97,10 @@ void gather(const Call& call) {
   const Tensor x = view(call.inputs[0], "input 0");
   const Tensor idx = view(call.inputs[1], "input 1");
   const Tensor y = view(call.outputs[0], "output 0");
-  const std::size_t axis = axis_attr(call, x.rank(), 0, "dx.gather");
-  check_gather_shapes(x, idx, axis, "dx.gather");
-  expect_output_shape(y, idx.shape);
-  check_indices(idx, x.shape[axis], "dx.gather");
+  const std::size_t axis = gather_axis(call, x, idx, y, idx.shape, "dx.gather");
   std::vector<std::int64_t> xi;
   for_each_index(y.shape, [&](std::span<const std::int64_t> i) {
-    xi.assign(i.begin(), i.end());
-    xi[axis] = load_int(idx.dtype, idx.at(i));
+    replace_axis(i, axis, idx, i, xi);
     move_bytes(y, i, x, xi);
   });
 }
@@ -94,13 +109,9 @@ void gather_backward(const Call& call) {
   const Tensor dy = view(call.inputs[0], "output gradient 0");
   const Tensor x = view(call.inputs[1], "forward input 0");
   const Tensor idx = view(call.inputs[2], "forward input 1");
-  const std::size_t axis = axis_attr(call, x.rank(), 0, "dx.gather");
-  check_gather_shapes(x, idx, axis, "dx.gather");
-  expect_output_shape(dy, idx.shape);
-  check_indices(idx, x.shape[axis], "dx.gather");
+  const std::size_t axis = gather_axis(call, x, idx, dy, idx.shape, "dx.gather");
   movement_backward(dy, x, grad_output(call, 0, x.shape), [&](std::span<const std::int64_t> i, std::vector<std::int64_t>& xi) {
-    xi.assign(i.begin(), i.end());
-    xi[axis] = load_int(idx.dtype, idx.at(i));
+    replace_axis(i, axis, idx, i, xi);
     return true;
   });
   if (const auto didx = grad_output(call, 1, idx.shape)) zero_fill(*didx);
@@ -135,8 +146,7 @@ void scatter_add(const Call& call) {
   });
   std::vector<std::int64_t> yi;
   for_each_index(idx.shape, [&](std::span<const std::int64_t> i) {
-    yi.assign(i.begin(), i.end());
-    yi[axis] = load_int(idx.dtype, idx.at(i));
+    replace_axis(i, axis, idx, i, yi);
     if (is_float(x.dtype)) fsum[flat_of(yi)] += load_float(src.dtype, src.at(i));
     else isum[flat_of(yi)] += static_cast<std::uint64_t>(load_int(src.dtype, src.at(i)));
   });
@@ -153,10 +163,7 @@ void scatter_add_backward(const Call& call) {
   const Tensor x = view(call.inputs[1], "forward input 0");
   const Tensor idx = view(call.inputs[2], "forward input 1");
   const Tensor src = view(call.inputs[3], "forward input 2");
-  const std::size_t axis = axis_attr(call, x.rank(), 0, "dx.scatter_add");
-  check_gather_shapes(x, idx, axis, "dx.scatter_add");
-  expect_output_shape(dy, x.shape);
-  check_indices(idx, x.shape[axis], "dx.scatter_add");
+  const std::size_t axis = gather_axis(call, x, idx, dy, x.shape, "dx.scatter_add");
   movement_backward(dy, x, grad_output(call, 0, x.shape), [&](std::span<const std::int64_t> i, std::vector<std::int64_t>& xi) {
     xi.assign(i.begin(), i.end());
     return true;
@@ -166,8 +173,7 @@ void scatter_add_backward(const Call& call) {
     GradBuffer buf(src.shape);
     std::vector<std::int64_t> yi;
     for_each_index(idx.shape, [&](std::span<const std::int64_t> i) {
-      yi.assign(i.begin(), i.end());
-      yi[axis] = load_int(idx.dtype, idx.at(i));
+      replace_axis(i, axis, idx, i, yi);
       GradBuffer::add(buf.view.at(i), load_float(dy.dtype, dy.at(yi)));
     });
     buf.store(*dsrc);

@@ -255,6 +255,31 @@ void channel_members(const Tensor& x, std::int64_t c, std::vector<std::vector<st
   });
 }
 
+// The x values of a normalisation group, in member order.
+void load_group(const NormPlan& p, const std::vector<std::vector<std::int64_t>>& members, std::vector<double>& v) {
+  v.clear();
+  for (const auto& m : members) v.push_back(load_float(p.x.dtype, p.x.at(m)));
+}
+
+// layer_norm's statistics of a group of n values: the mean and 1 / sqrt(var + eps) with the
+// biased variance, two-pass in f64.
+void layer_norm_stats(const std::vector<double>& v, double n, double eps, double& mean, double& rstd) {
+  mean = 0;
+  for (double e : v) mean += e;
+  mean /= n;
+  double var = 0;
+  for (double e : v) var += (e - mean) * (e - mean);
+  var /= n;
+  rstd = 1.0 / std::sqrt(var + eps);
+}
+
+// rms_norm's 1 / sqrt(mean(x^2) + eps) of a group of n values, in f64.
+double rms_scale(const std::vector<double>& v, double n, double eps) {
+  double ms = 0;
+  for (double e : v) ms += e * e;
+  return 1.0 / std::sqrt(ms / n + eps);
+}
+
 // Statistics used for channel c: batch mean and biased variance in training, else running.
 void channel_stats(const BatchNormPlan& p, std::int64_t c, const std::vector<std::vector<std::int64_t>>& members,
                    double& mean, double& var) {
@@ -351,15 +376,9 @@ void layer_norm(const Call& call) {
   expect_output_shape(rstd_out, p.stats_shape);
   std::vector<double> v;
   for_each_norm_group(p, [&](const std::vector<std::int64_t>& si, const std::vector<std::vector<std::int64_t>>& members) {
-    v.clear();
-    for (const auto& m : members) v.push_back(load_float(p.x.dtype, p.x.at(m)));
-    double mean = 0;
-    for (double e : v) mean += e;
-    mean /= static_cast<double>(p.n);
-    double var = 0;
-    for (double e : v) var += (e - mean) * (e - mean);
-    var /= static_cast<double>(p.n);
-    const double rstd = 1.0 / std::sqrt(var + p.eps);
+    load_group(p, members, v);
+    double mean = 0, rstd = 0;
+    layer_norm_stats(v, static_cast<double>(p.n), p.eps, mean, rstd);
     for (std::size_t k = 0; k < members.size(); ++k) {
       const auto pi = inner_of(p, members[k]);
       store_float(y.dtype, y.at(members[k]), (v[k] - mean) * rstd * load_or(w, pi, 1.0) + load_or(b, pi, 0.0));
@@ -396,15 +415,9 @@ void layer_norm_backward(const Call& call) {
   std::vector<double> v, xhat, dxhat;
   const auto n = static_cast<double>(p.n);
   for_each_norm_group(p, [&](const std::vector<std::int64_t>& si, const std::vector<std::vector<std::int64_t>>& members) {
-    v.clear();
-    for (const auto& m : members) v.push_back(load_float(p.x.dtype, p.x.at(m)));
-    double mean = 0;
-    for (double e : v) mean += e;
-    mean /= n;
-    double var = 0;
-    for (double e : v) var += (e - mean) * (e - mean);
-    var /= n;
-    const double rstd = 1.0 / std::sqrt(var + p.eps);
+    load_group(p, members, v);
+    double mean = 0, rstd = 0;
+    layer_norm_stats(v, n, p.eps, mean, rstd);
     const double gm = load_float(dmean.dtype, dmean.at(si));
     const double gr = load_float(drstd.dtype, drstd.at(si));
     xhat.assign(v.size(), 0);
@@ -440,13 +453,8 @@ void rms_norm(const Call& call) {
   expect_output_shape(y, p.x.shape);
   std::vector<double> v;
   for_each_norm_group(p, [&](const std::vector<std::int64_t>&, const std::vector<std::vector<std::int64_t>>& members) {
-    v.clear();
-    double ms = 0;
-    for (const auto& m : members) {
-      v.push_back(load_float(p.x.dtype, p.x.at(m)));
-      ms += v.back() * v.back();
-    }
-    const double r = 1.0 / std::sqrt(ms / static_cast<double>(p.n) + p.eps);
+    load_group(p, members, v);
+    const double r = rms_scale(v, static_cast<double>(p.n), p.eps);
     for (std::size_t k = 0; k < members.size(); ++k) {
       store_float(y.dtype, y.at(members[k]), v[k] * r * load_or(w, inner_of(p, members[k]), 1.0));
     }
@@ -469,13 +477,8 @@ void rms_norm_backward(const Call& call) {
   std::vector<double> v, dxhat;
   const auto n = static_cast<double>(p.n);
   for_each_norm_group(p, [&](const std::vector<std::int64_t>&, const std::vector<std::vector<std::int64_t>>& members) {
-    v.clear();
-    double ms = 0;
-    for (const auto& m : members) {
-      v.push_back(load_float(p.x.dtype, p.x.at(m)));
-      ms += v.back() * v.back();
-    }
-    const double r = 1.0 / std::sqrt(ms / n + p.eps);
+    load_group(p, members, v);
+    const double r = rms_scale(v, n, p.eps);
     dxhat.assign(v.size(), 0);
     double mean_dxhat_xhat = 0;
     for (std::size_t k = 0; k < members.size(); ++k) {
