@@ -12,9 +12,10 @@
 // prefetched (they are at random addresses) and writes outputs of 8 MiB or more with
 // non-temporal stores; its gradient sums repeated rows in
 // f64 in index order (rows bucketed by a counting sort, then one row per task), so results do
-// not depend on the thread count. cross_entropy computes each row's log-sum-exp in the compute
-// type with an f64 sum (exp_shifted_sum, which prefetches the next row meanwhile), and reduces
-// the per-row losses in row order in f64.
+// not depend on the thread count. cross_entropy computes each row's log(sum(exp(x - max))) in the
+// compute type with an f64 sum (exp_shifted_sum, which prefetches the next row meanwhile), takes
+// the loss as that minus (x[label] - max) so huge logits do not cancel, and reduces the per-row
+// losses in row order in f64.
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -601,16 +602,28 @@ int64_t check_labels(const CrossEntropyPlan& p, std::vector<int64_t>& labels) {
   return counted;
 }
 
-/// log(sum(exp(x))) of one line, max-shifted: NaN with a NaN, the max itself when it is
-/// infinite (all -Inf gives -Inf).
+/// log(sum(exp(x - m))) of one line with m its max, so that log(sum(exp(x))) = m + the result;
+/// the two are kept apart because m + log(sum) rounds to m at huge logits (1e17 + log 2 is
+/// 1e17) and anything then subtracted from it cancels. NaN with a NaN; 0 when m is infinite
+/// (all -Inf, or a +Inf), so m + the result is m.
 /// `next` streams the next row in meanwhile (see exp_shifted_sum).
 template <class C>
-double log_sum_exp(const C* x, int64_t n, C& m, LinePrefetcher& next) {
+double log_sum_exp_shifted(const C* x, int64_t n, C& m, LinePrefetcher& next) {
   bool nan = false;
   m = line_max(x, n, nan);
   if (nan) return std::numeric_limits<double>::quiet_NaN();
-  if (std::isinf(m)) return m;
-  return static_cast<double>(m) + std::log(exp_shifted_sum<C>(x, m, n, next));
+  if (std::isinf(m)) return 0;
+  return std::log(exp_shifted_sum<C>(x, m, n, next));
+}
+
+/// One row's loss log(sum(exp(x))) - x[label] from log_sum_exp_shifted's result: (log_sum) -
+/// (x[label] - m), which keeps log 2 for [1e17, 1e17, 0, 0]; with an infinite m, m - x[label]
+/// (the reference's Inf / NaN); NaN stays NaN.
+template <class C>
+double cross_entropy_loss(double log_sum, C m, double x_label) {
+  const double md = static_cast<double>(m);
+  if (std::isinf(md)) return md - x_label;
+  return log_sum - (x_label - md);
 }
 
 template <class T>
@@ -635,7 +648,8 @@ dx_error_t* cross_entropy_kernel(const dx_kernel_call_t* call) noexcept {
         const C* xc = read_run(row, p.class_stride, n, scratch.at(slot));
         C m;
         LinePrefetcher next = next_line(row, p.row_stride, r + 1 < end, p.class_stride == 1, n);
-        losses[r] = log_sum_exp<C>(xc, n, m, next) - load_f64(row[labels[r] * p.class_stride]);
+        const double log_sum = log_sum_exp_shifted<C>(xc, n, m, next);
+        losses[r] = cross_entropy_loss<C>(log_sum, m, load_f64(row[labels[r] * p.class_stride]));
       }
     });
     T* const po = out.data<T>();
@@ -696,19 +710,27 @@ dx_error_t* cross_entropy_backward(const dx_kernel_call_t* call) noexcept {
             C m;
             LinePrefetcher next = next_line(px + r * p.row_stride, p.row_stride, r + 1 < end,
                                             p.class_stride == 1, n);
-            const double lse = log_sum_exp<C>(xc, n, m, next);
+            const double log_sum = log_sum_exp_shifted<C>(xc, n, m, next);
             const C sc = static_cast<C>(scale);
-            if (std::isfinite(lse) && std::isfinite(static_cast<double>(m))) {
-              // softmax = exp((x - max) - (lse - max)) in the compute type: the argument is
-              // <= 0 and nothing cancels (lse - max = log(sum) >= 0).
-              const C log_sum = static_cast<C>(lse - static_cast<double>(m));
+            const double md = static_cast<double>(m);
+            if (std::isfinite(log_sum) && std::isfinite(md)) {
+              // softmax = exp((x - max) - log(sum)) in the compute type: the argument is <= 0
+              // and nothing cancels (log(sum) >= 0).
+              const C log_sum_c = static_cast<C>(log_sum);
 #pragma omp simd
-              for (int64_t c = 0; c < n; ++c) dc[c] = sc * exp_c<C>((xc[c] - m) - log_sum);
+              for (int64_t c = 0; c < n; ++c) dc[c] = sc * exp_c<C>((xc[c] - m) - log_sum_c);
+              // The label's term in f64, from the same split (never x - (max + log(sum)), which
+              // gives softmax 1 and a zero gradient for [1e17, 1e17, 0, 0]).
+              dc[label] = static_cast<C>(
+                  scale * (static_cast<double>(exp_c<C>(static_cast<C>((static_cast<double>(xc[label]) - md) - log_sum))) - 1.0));
             } else {
+              // NaN or an infinite max: exp(x - (max + log(sum))) in f64 gives the reference's
+              // NaN / 0 pattern (log_sum is NaN or 0 here).
+              const double lse = md + log_sum;
 #pragma omp simd
               for (int64_t c = 0; c < n; ++c) dc[c] = sc * exp_c<C>(static_cast<C>(static_cast<double>(xc[c]) - lse));
+              dc[label] = static_cast<C>(scale * (static_cast<double>(exp_c<C>(static_cast<C>(static_cast<double>(xc[label]) - lse))) - 1.0));
             }
-            dc[label] = static_cast<C>(scale * (static_cast<double>(exp_c<C>(static_cast<C>(static_cast<double>(xc[label]) - lse))) - 1.0));
           }
           if (static_cast<void*>(dc) != static_cast<void*>(drow)) store_run(drow, dcs, n, dc);
         }

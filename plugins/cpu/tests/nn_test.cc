@@ -4,7 +4,8 @@
 // non-default axes, optional inputs absent and present, every reduction, ignored labels, and the
 // error statuses of bad calls. Besides the compact tensors of differential.h, every op also runs
 // on strided views (every other element, offset by one) and on a stride-0 broadcast input, and
-// batch_norm's running statistics are compared after the in-place update.
+// batch_norm's running statistics are compared after the in-place update. Huge logits (where
+// max + log(sum) rounds to max) keep cross_entropy's log 2 and log_softmax's -log 2.
 #include <functional>
 
 #include "differential.h"
@@ -642,6 +643,59 @@ TEST(NnCrossEntropy, DefaultsSpecialValuesAndErrors) {
                     "labels shape");
   expect_same_error(diff.run("dx.cross_entropy", {x, In::of(DX_DTYPE_I64, {4}, {1, 1, 5, 0})}, {Out(d, {4})}),
                     "output shape of a mean");
+}
+
+// Huge logits, where max + log(sum) rounds to max: f64 logits [[1e17, 1e17, 0, 0]] with label 0
+// have loss log 2 (not 0), log_softmax -log 2 for the two largest, and gradient
+// softmax - onehot = [-0.5, 0.5, 0, 0]; the same in f32 and bf16, whose compute type also adds
+// log(sum) to the max in f64. Near-ties one ulp apart and huge negative rows then agree with the
+// (independently checked) reference.
+TEST(NnCrossEntropy, HugeLogitsKeepLogTwo) {
+  Differential diff;
+  const double log2 = std::log(2.0);
+  const In labels = In::of(DX_DTYPE_I64, {1}, {0});
+  for (dx_dtype_t d : {DX_DTYPE_F64, DX_DTYPE_F32, DX_DTYPE_BF16}) {
+    SCOPED_TRACE(name_of(d));
+    const In x = In::of(d, {1, 4}, {1e17, 1e17, 0, 0});
+    const double expected = from_bytes(d, to_bytes(d, {log2}))[0];  // log 2 rounded to d
+    const double ulp = d == DX_DTYPE_F64 ? 0x1p-53 : d == DX_DTYPE_F32 ? 0x1p-24 : 0x1p-8;
+    for (const char* reduction : {"none", "mean", "sum"}) {
+      const bool none = std::string(reduction) == "none";
+      const PluginResult loss = diff.run_on(diff.cpu_plugin(), "dx.cross_entropy", {x, labels},
+                                            {Out(d, none ? std::vector<int64_t>{1} : std::vector<int64_t>{})},
+                                            Attrs().str("reduction", reduction), false);
+      ASSERT_EQ(loss.status, DX_OK) << loss.message;
+      EXPECT_NEAR(loss.outputs[0][0], expected, 4 * ulp) << reduction;
+    }
+    const PluginResult ls = diff.run_on(diff.cpu_plugin(), "dx.log_softmax", {x}, {Out(d, {1, 4})}, Attrs(), false);
+    ASSERT_EQ(ls.status, DX_OK) << ls.message;
+    EXPECT_NEAR(ls.outputs[0][0], -expected, 4 * ulp);
+    EXPECT_NEAR(ls.outputs[0][1], -expected, 4 * ulp);
+    const In dy = In::of(d, {}, {1});
+    const PluginResult grad = diff.run_on(diff.cpu_plugin(), "dx.cross_entropy", {dy, x, labels, dy},
+                                          {Out(d, {1, 4}), Out::absent()}, Attrs(), true);
+    ASSERT_EQ(grad.status, DX_OK) << grad.message;
+    EXPECT_EQ(grad.outputs[0], (std::vector<double>{-0.5, 0.5, 0, 0}));
+  }
+  // Rows with huge near-ties, huge negatives and near-ties at 1, against the reference.
+  const std::vector<double> rows = {1e17, 1e17 + 16, 1e17 - 16, -1e17,  //
+                                    -1e17, -1e17 + 32, -1e17, -1e17,    //
+                                    4e15, 4e15 + 0.5, 4e15 + 1, 4e15,   //
+                                    1, 1 + 0x1p-52, 1 - 0x1p-53, 1};
+  for (dx_dtype_t d : {DX_DTYPE_F64, DX_DTYPE_F32}) {
+    const In x = In::of(d, {4, 4}, rows);
+    const In lab = In::of(DX_DTYPE_I64, {4}, {0, 1, 2, 3});
+    close(diff.run("dx.cross_entropy", {x, lab}, {Out(d, {4})}, Attrs().str("reduction", "none")), d,
+          "cross_entropy huge logits");
+    const In dy = In::of(d, {4}, {1, -0.5, 0.25, 2});
+    close(diff.run("dx.cross_entropy", {dy, x, lab, dy}, {Out(d, {4, 4}), Out::absent()}, Attrs().str("reduction", "none"),
+                   true),
+          d, "cross_entropy huge logits backward");
+    close(diff.run("dx.log_softmax", {x}, {Out(d, {4, 4})}), d, "log_softmax huge logits");
+    close(diff.run("dx.softmax", {x}, {Out(d, {4, 4})}), d, "softmax huge logits");
+    const In g = In::random(d, {4, 4}, -1, 1, 5);
+    close(diff.run("dx.log_softmax", {g, x, x}, {Out(d, {4, 4})}, Attrs(), true), d, "log_softmax huge logits backward");
+  }
 }
 
 }  // namespace
