@@ -17,6 +17,7 @@
 #include <set>
 #include <sstream>
 
+#include "certificate.h"
 #include "deepx/host.h"
 #include "digest.hpp"
 #include "isolation.hpp"
@@ -28,6 +29,8 @@ namespace deepx::conformance {
 namespace {
 
 namespace fs = std::filesystem;
+
+constexpr const char* kNothingClaimed = "NOTHING CLAIMED";
 
 std::string executable_dir() {
   std::error_code ec;
@@ -308,6 +311,11 @@ void judge(const Options& opt, const Environment& env, const std::vector<Case>& 
   for (const auto& r : relaxations())
     if (run.relaxed_case_count.count(relaxation_source(r))) run.relaxations_used.push_back(&r);
   run.verdict = !run.certified ? "NOT CERTIFIED" : run.relaxed_items.empty() ? "CERTIFIED" : "CERTIFIED-with-relaxations";
+  // A plugin that registers no kernel at all (the template): nothing failed and nothing can be
+  // certified. It passes (exit 0) with a verdict of its own, and gets no certificate.
+  if (cases.empty() && run.failed == 0 && env.plugin_claims.empty() && env.uncovered_claims.empty() &&
+      opt.single_case.empty() && opt.ops.empty())
+    run.verdict = kNothingClaimed;
   run.worst_errors = worst_errors(run.outcomes);
 }
 
@@ -318,10 +326,20 @@ std::string write_certificate(const Options& opt, const RunRecord& run) {
   const fs::path path = opt.certificate_path.empty() ? default_certificate : fs::path(opt.certificate_path);
   std::error_code ec;
   if (run.certified && !run.self_check && !run.plugin.sha256.empty() && run.count(Status::HarnessError) == 0) {
+    std::string text = certificate_text(run);
+    std::string signed_by;
+    if (!opt.sign_key.empty()) {
+      std::string why;
+      std::optional<std::string> signed_text = deepx::cert::Sign(certificate_of(run), opt.sign_key, &why);
+      if (!signed_text) return "no certificate: " + why;
+      text = *signed_text;
+      deepx::cert::Certificate parsed;
+      if (deepx::cert::Parse(text, &parsed, &why)) signed_by = parsed.signed_by;
+    }
     const fs::path tmp = path.string() + ".tmp";
     {
       std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      out << certificate_text(run);
+      out << text;
       out.close();
       if (!out) {
         fs::remove(tmp, ec);
@@ -335,6 +353,9 @@ std::string write_certificate(const Options& opt, const RunRecord& run) {
     }
     std::string line = "certificate: " + path.string() + " (" + std::to_string(run.profile_claims.size()) +
                        " kernels, sha256 " + run.plugin.sha256 + ")";
+    line += signed_by.empty()
+                ? "\ncertificate: unsigned: a report only; no host grants it trust until it is signed (--sign KEY)"
+                : "\ncertificate: signed by key " + signed_by;
     if (!run.relaxations_used.empty())
       line += "\ncertificate verdict: " + run.verdict + " (" + std::to_string(run.relaxations_used.size()) +
               " relaxations recorded in it)";
@@ -343,6 +364,7 @@ std::string write_certificate(const Options& opt, const RunRecord& run) {
   // A certificate left by an earlier run must not outlive a failed one.
   fs::remove(default_certificate, ec);
   if (!opt.certificate_path.empty()) fs::remove(path, ec);
+  if (run.verdict == kNothingClaimed) return "no certificate: the plugin claims no kernel, so there is nothing to certify";
   if (run.certified && run.self_check) return "no certificate for a self-check of the reference";
   if (run.certified) return "no certificate: the plugin's library could not be hashed";
   return {};
@@ -354,6 +376,14 @@ int certify(const Options& opt, const std::vector<std::string>& argv) {
   // The suite runs kernels precisely because they are not certified yet: the trust gate
   // (DEEPX_REQUIRE_CERTIFIED) would refuse them.
   ::unsetenv("DEEPX_REQUIRE_CERTIFIED");
+  // A signing key that cannot sign is found now, not after the whole suite ran.
+  if (!opt.sign_key.empty() && opt.worker_fd < 0 && !opt.list_only) {
+    std::string why;
+    if (!deepx::cert::Sign(deepx::cert::Certificate{}, opt.sign_key, &why)) {
+      std::fprintf(stderr, "deepx-certify: --sign: %s\n", why.c_str());
+      return kExitHarness;
+    }
+  }
   // Loading runs plugin code (its init) too: try it once in a throwaway process, so a plugin
   // that crashes or hangs while loading is reported rather than taking the runner down.
   if (opt.isolate && opt.worker_fd < 0) {
@@ -384,7 +414,19 @@ int certify(const Options& opt, const std::vector<std::string>& argv) {
   } guard{rt};
 
   Loaded plugin, reference;
-  if (!load(rt, opt.plugin, plugin, error) || !load(rt, opt.reference, reference, error)) {
+  // The libraries the plugin brings: those loaded by loading it (before the reference is), and
+  // the C library (glibc's libm decides the numbers of exp, log, ...). Recorded in the certificate.
+  const std::vector<deepx::cert::Library> before = deepx::cert::LoadedLibraries();
+  const bool plugin_loaded = load(rt, opt.plugin, plugin, error);
+  std::vector<std::pair<std::string, std::string>> libraries;
+  if (plugin_loaded) {
+    std::set<std::string> had;
+    for (const auto& l : before) had.insert(l.name);
+    const std::string own = plugin.info.path ? fs::path(plugin.info.path).filename().string() : std::string();
+    for (const auto& l : deepx::cert::LoadedLibraries())
+      if ((!had.count(l.name) || l.name == "libc.so.6") && l.name != own) libraries.emplace_back(l.name, l.version);
+  }
+  if (!plugin_loaded || !load(rt, opt.reference, reference, error)) {
     std::fprintf(stderr, "deepx-certify: %s\n", error.c_str());
     return kExitHarness;
   }
@@ -495,6 +537,8 @@ int certify(const Options& opt, const std::vector<std::string>& argv) {
   run.date = iso_time();
   run.commit = DEEPX_CONFORMANCE_COMMIT;
   run.plugin = identity(plugin);
+  run.cpu = deepx::cert::CpuDescription();
+  run.libraries = libraries;
   run.reference = identity(reference);
   if (run.reference.name.empty()) run.reference.name = opt.reference;
 
@@ -530,7 +574,7 @@ int certify(const Options& opt, const std::vector<std::string>& argv) {
   }
 
   if (run.count(Status::HarnessError)) return kExitHarness;
-  return run.certified ? kExitCertified : kExitFailures;
+  return run.certified || run.verdict == kNothingClaimed ? kExitCertified : kExitFailures;
 }
 
 }  // namespace deepx::conformance

@@ -11,14 +11,15 @@ constexpr const char* kSynopsis =
     "usage: deepx-certify PLUGIN [--reference NAME_OR_PATH] [--out DIR] [--ops OP,OP...]\n"
     "                     [--seed N] [--manifest FILE_OR_DIR]... [--case 'LINE'] [--list] [--quiet] [--verbose]\n"
     "                     [--timeout SEC] [--no-isolation] [--jobs N] [--exec-workers]\n"
-    "                     [--certificate PATH] [--perf] [--fd-check] [--print-tolerances]\n";
+    "                     [--certificate PATH] [--sign KEY] [--perf] [--fd-check] [--print-tolerances]\n";
 
 constexpr const char* kDescription =
     "Certifies PLUGIN (a plugin name such as \"cpu\", or a path to its .so) against the reference\n"
     "plugin: runs every manifest case for every (op, dtype, device) the plugin claims, compares\n"
     "with the reference under the published tolerance table, and writes report.json, junit.xml\n"
     "and report.html into --out (default ./deepx-certification), and a certificate when the\n"
-    "plugin is certified.";
+    "plugin is certified; with --sign KEY (a key from `deepx keygen`) the certificate is signed,\n"
+    "which a host requiring certification needs before it trusts any kernel.";
 
 }  // namespace
 
@@ -75,6 +76,9 @@ int parse_command_line(int argc, const char* const* argv, Options& o, std::ostre
                "claims a non-CPU device: GPU runtimes do not survive fork)");
   app.add_option("--certificate", o.certificate_path, "write the certificate there instead of <out>/certificate")
       ->type_name("PATH");
+  app.add_option("--sign", o.sign_key,
+                 "sign the certificate with this Ed25519 private key (PEM, from `deepx keygen`; mode 0600)")
+      ->type_name("KEY");
   app.add_flag("--perf", o.perf, "also time each claimed kernel on large cases against the machine's measured ceilings");
   app.add_flag("--fd-check", o.fd_check,
                "self-check of the reference: its f64 backward kernels against central finite differences");

@@ -30,6 +30,7 @@ struct Options {
   double timeout_s = 10.0;
   bool isolate = true;
   std::string certificate_path;  // default: <out>/certificate
+  std::string sign_key;          // --sign: the Ed25519 private key (PEM) that signs the certificate
   bool perf = false;
   bool fd_check = false;  // self-check: the reference's backward against finite differences
   bool print_tolerances = false;

@@ -299,23 +299,32 @@ HtmlReportData html_report_data(const RunRecord& run) {
   return h;
 }
 
-std::string certificate_text(const RunRecord& run) {
-  // The host reads plugin, sha256 and kernel lines and ignores other keys; the verdict, the
-  // tolerance table's hash and every relaxation the verdict relied on (with its reason) are
-  // recorded for people and tools that read the certificate: a certificate with relaxations says so.
-  std::string t = "deepx-certificate 1\nplugin " + run.plugin_name + "\nsha256 " + run.plugin.sha256 + "\nsuite " +
-                  kSuiteVersion + "\n";
+deepx::cert::Certificate certificate_of(const RunRecord& run) {
+  deepx::cert::Certificate c;
+  c.plugin = run.plugin_name;
+  c.sha256 = run.plugin.sha256;
+  c.suite = kSuiteVersion;
   // The build id that earned the verdict: one .so may serve several (the cpu plugin picks an
   // instruction-set variant at load), and the host honours the certificate only for this one.
   const std::string& build = run.plugin.build_id;
-  if (!build.empty() && build.find_first_of(" \t\r\n") == std::string::npos) t += "build " + build + "\n";
-  t += "verdict " + run.verdict + "\n";
-  t += "tolerance_table_sha256 " + tolerance_table_sha256() + "\n";
+  if (!build.empty() && build.find_first_of(" \t\r\n") == std::string::npos) {
+    c.builds.push_back(build);
+    // The variant, as the build id names it after its last '+' (deepx-0.1.0+x86-64-v3).
+    const size_t plus = build.rfind('+');
+    if (plus != std::string::npos && plus + 1 < build.size()) c.isa = build.substr(plus + 1);
+  }
+  c.verdict = run.verdict;
+  c.cpu = single_line(run.cpu);
+  for (const auto& [name, version] : run.libraries) c.libraries.push_back({name, version});
+  c.tolerance_table_sha256 = tolerance_table_sha256();
   for (const Relaxation* r : run.relaxations_used)
-    t += single_line("relaxed " + relaxation_title(*r) + ": " + r->reason) + "\n";
-  for (const auto& c : run.profile_claims) t += "kernel " + kernel_line(c) + "\n";
-  return t;
+    c.relaxed.push_back(single_line(relaxation_title(*r) + ": " + r->reason));
+  for (const auto& claim : run.profile_claims)
+    c.kernels.push_back({claim.op, claim.device_type, std::vector<uint32_t>(claim.signature.begin(), claim.signature.end())});
+  return c;
 }
+
+std::string certificate_text(const RunRecord& run) { return deepx::cert::Write(certificate_of(run)); }
 
 bool write_reports(const RunRecord& run, const std::string& dir, std::string& error) {
   std::error_code ec;

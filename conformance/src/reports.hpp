@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "certificate.h"
 #include "html_report.hpp"
 #include "run_record.hpp"
 
@@ -23,7 +24,10 @@ Json json_report(const RunRecord& run);
 // properties of the op's suite.
 std::string junit_report(const RunRecord& run);
 HtmlReportData html_report_data(const RunRecord& run);
-// The certificate the host parses (host/src/certificate.cc): its line format is kept exactly.
+// The certificate of a run (certificate/src/certificate.h): the plugin's SHA-256, the verdict,
+// the build, ISA variant, CPU and libraries, the relaxations and the certified kernels.
+deepx::cert::Certificate certificate_of(const RunRecord& run);
+// Its text, unsigned (deepx::cert::Write); `deepx certify --sign KEY` signs it instead.
 std::string certificate_text(const RunRecord& run);
 
 // Writes report.json, junit.xml and report.html into `dir` (created if needed). False, with

@@ -51,7 +51,12 @@ struct RunRecord {
   double case_timeout_s = 10;
 
   bool certified = false;
-  std::string verdict;  // CERTIFIED, CERTIFIED-with-relaxations or NOT CERTIFIED
+  // CERTIFIED, CERTIFIED-with-relaxations, NOT CERTIFIED, or NOTHING CLAIMED (the plugin
+  // registers no kernel at all: it passes, and no certificate grants it anything).
+  std::string verdict;
+  std::string cpu;  // the CPU the cases ran on (certificate's `cpu` line)
+  // The libraries loaded with the plugin (name, version; certificate's `library` lines).
+  std::vector<std::pair<std::string, std::string>> libraries;
   std::string profile;  // "cpu: 80 ops x 10 dtypes on cpu, 704 kernels, suite 0.1.0"
   std::vector<std::string> profile_devices;
   std::vector<Claim> claims;            // everything the plugin registered that the suite covers

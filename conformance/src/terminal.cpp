@@ -175,6 +175,8 @@ void print_summary(FILE* so, const RunRecord& run, const SummaryText& text) {
     std::fprintf(so, "verdict: %s (profile: %s)\n", run.verdict.c_str(), run.profile.c_str());
     std::fprintf(so, "  every case agrees with the reference within the published tolerances%s\n",
                  run.relaxed_items.empty() ? "" : " or the relaxations listed above");
+  } else if (run.verdict == "NOTHING CLAIMED") {
+    std::fprintf(so, "verdict: NOTHING CLAIMED (0 failures; the plugin registers no kernel: it passes, and no certificate grants it anything)\n");
   } else if (run.cases == 0) {
     std::fprintf(so, "verdict: NOT CERTIFIED (0 failures; no cases ran: the plugin claims nothing the suite covers)\n");
   } else {

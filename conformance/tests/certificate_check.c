@@ -2,12 +2,14 @@
  *   certificate_check PLUGIN CERTIFICATE_DIR CERTIFICATE_FILE [VERDICT [UNARY_F32_OP]]
  * loads PLUGIN into a runtime whose certificate path is CERTIFICATE_DIR (the host looks for
  * <dir>/<plugin name>.certificate), and requires that
- *   - the file starts with the exact header lines (deepx-certificate 1, plugin, sha256, suite),
- *     followed by `build`, `verdict`, `tolerance_table_sha256`, `relaxed` and `kernel` lines only
- *     (at most one `build` line: deepx-certify writes the build id it certified),
+ *   - the file starts with the exact header lines (deepx-certificate 2, plugin, sha256, suite),
+ *     followed by `build`, `verdict`, `isa`, `cpu`, `library`, `tolerance_table_sha256`,
+ *     `relaxed` and `kernel` lines only (at most one `build` line: deepx-certify writes the build
+ *     id it certified), and ends with `signed-by` and `signature` (deepx-certify --sign),
  *   - its verdict line says VERDICT when given (CERTIFIED, CERTIFIED-with-relaxations), and
  *     there are `relaxed` lines exactly when the verdict is CERTIFIED-with-relaxations,
- *   - the host finds the certificate VALID for this binary,
+ *   - the host finds the certificate VALID for this binary (the signing key's public half is in
+ *     DEEPX_TRUST_DIR),
  *   - every `kernel` line names a kernel of this plugin, and as many of the plugin's kernels are
  *     certified (dx_kernel_info_t.certified) as the file has kernel lines,
  *   - with UNARY_F32_OP (an op the certificate covers for f32 -> f32 on the CPU): trust-gated
@@ -140,7 +142,8 @@ int main(int argc, char** argv) {
   char line[4096];
   char verdict[256] = "";
   int kernel_lines = 0, relaxed_lines = 0, build_lines = 0, number = 0;
-  const char* headers[4] = {"deepx-certificate 1", "plugin ", "sha256 ", "suite "};
+  const char* headers[4] = {"deepx-certificate 2", "plugin ", "sha256 ", "suite "};
+  int signed_by = 0, signature = 0;
   while (fgets(line, sizeof line, f)) {
     line[strcspn(line, "\n")] = 0;
     if (number < 4 && strncmp(line, headers[number], strlen(headers[number])) != 0) {
@@ -158,6 +161,16 @@ int main(int argc, char** argv) {
         snprintf(verdict, sizeof verdict, "%s", line + 8);
       } else if (strncmp(line, "relaxed ", 8) == 0) {
         ++relaxed_lines;
+      } else if (signature) {
+        return fclose(f), fail("a line after the signature");
+      } else if (strncmp(line, "isa ", 4) == 0 || strncmp(line, "cpu ", 4) == 0 ||
+                 strncmp(line, "library ", 8) == 0) {
+        /* what else decides the numbers: recorded, checked by the host */
+      } else if (strncmp(line, "signed-by ", 10) == 0) {
+        if (++signed_by > 1 || strlen(line + 10) != 64) return fclose(f), fail("malformed or repeated signed-by line");
+      } else if (strncmp(line, "signature ", 10) == 0) {
+        if (!signed_by) return fclose(f), fail("a signature without a signed-by line");
+        signature = 1;
       } else if (strncmp(line, "tolerance_table_sha256 ", 23) == 0) {
         if (strlen(line + 23) != 64) return fclose(f), fail("malformed tolerance_table_sha256 line");
       } else if (sscanf(line, "kernel %255s %d %1023s", op, &device, dtypes) == 3) {
@@ -165,13 +178,15 @@ int main(int argc, char** argv) {
       } else {
         fclose(f);
         fprintf(stderr, "line %d: '%s'\n", number + 1, line);
-        return fail("malformed line (expected build, verdict, tolerance_table_sha256, relaxed or kernel)");
+        return fail("malformed line (expected build, verdict, isa, cpu, library, tolerance_table_sha256, relaxed, "
+                    "kernel, signed-by or signature)");
       }
     }
     ++number;
   }
   fclose(f);
   if (kernel_lines == 0) return fail("no kernel lines");
+  if (!signature) return fail("not signed (deepx-certify --sign KEY): a host would grant it nothing");
   if (verdict[0] == 0) return fail("no verdict line");
   if (argc >= 5 && strcmp(verdict, argv[4]) != 0) {
     fprintf(stderr, "verdict '%s', expected '%s'\n", verdict, argv[4]);

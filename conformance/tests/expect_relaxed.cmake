@@ -1,6 +1,7 @@
 # The RELAXED path end to end (test certify_relaxation_end_to_end):
 #   cmake -DSTRICT=<deepx-certify> -DRELAXED=<deepx-certify-relaxation-fixture> -DPLUGIN=<relaxed fixture .so>
-#         -DCHECK=<deepx_conformance_certificate_check> -DOUT=<dir> -P expect_relaxed.cmake
+#         -DCHECK=<deepx_conformance_certificate_check> -DKEY=<signing key> -DOUT=<dir> -P expect_relaxed.cmake
+# (the key's public half in DEEPX_TRUST_DIR, so that the host trusts the signed certificate)
 # 1. deepx-certify (the published table) refuses the fixture: exit 1, NOT CERTIFIED, its dx.exp
 #    f32 cases FAIL outside 4 ulp, nothing RELAXED, no certificate.
 # 2. The fixture runner (the same runner linked with one test-only relaxation) certifies it:
@@ -61,7 +62,7 @@ endif()
 file(REMOVE_RECURSE "${OUT}/relaxed")
 file(MAKE_DIRECTORY "${OUT}/relaxed/certs")
 set(certificate "${OUT}/relaxed/certs/certify-relaxed.certificate")
-execute_process(COMMAND "${RELAXED}" ${args} --out "${OUT}/relaxed" --certificate "${certificate}"
+execute_process(COMMAND "${RELAXED}" ${args} --out "${OUT}/relaxed" --certificate "${certificate}" --sign "${KEY}"
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 message("---- deepx-certify-relaxation-fixture ----\n${out}")
 if(NOT rc EQUAL 0)
@@ -138,10 +139,11 @@ if(NOT EXISTS "${certificate}")
   message(FATAL_ERROR "no certificate at ${certificate}")
 endif()
 file(READ "${certificate}" cert)
-expect_match("${cert}" "^deepx-certificate 1\nplugin certify-relaxed\nsha256 [0-9a-f]+\nsuite [^\n]+\nbuild [^\n]+\nverdict CERTIFIED-with-relaxations\n" "the certificate")
+expect_match("${cert}" "^deepx-certificate 2\nplugin certify-relaxed\nsha256 [0-9a-f]+\nsuite [^\n]+\nbuild [^\n]+\nverdict CERTIFIED-with-relaxations\n" "the certificate")
 expect_match("${cert}" "\ntolerance_table_sha256 ${hash}\n" "the certificate")
 expect_match("${cert}" "\nrelaxed dx.exp f32 forward <= 8 ulp: ${reason}[^\n]*\n" "the certificate")
 expect_match("${cert}" "\nkernel dx.exp 1 [0-9]+,[0-9]+\n" "the certificate")
+expect_match("${cert}" "\nsigned-by [0-9a-f]+\nsignature [A-Za-z0-9+/=]+\n$" "the certificate (signed by --sign)")
 
 # ---- 3. the host accepts it: trust-gated dispatch runs the relaxed-certified kernel ----
 execute_process(COMMAND "${CHECK}" "${PLUGIN}" "${OUT}/relaxed/certs" "${certificate}" CERTIFIED-with-relaxations

@@ -234,7 +234,7 @@ TEST(CertifyCli, KeepsEveryFlagAndItsMeaning) {
   const Parsed p = parse({"cpu", "--reference", "ref.so", "--out", "dir", "--ops", "dx.add,dx.sum", "--ops", "dx.exp",
                           "--seed", "7", "--manifest", "a.txt", "--manifest", "b", "--case", "op=dx.add shapes=[3]",
                           "--list", "-q", "--verbose", "--timeout", "2.5", "--no-isolation", "-j", "3",
-                          "--exec-workers", "--certificate", "c.cert", "--perf", "--fd-check"});
+                          "--exec-workers", "--certificate", "c.cert", "--sign", "vendor.key", "--perf", "--fd-check"});
   ASSERT_EQ(p.status, kContinue) << p.err;
   const Options& o = p.options;
   EXPECT_EQ(o.plugin, "cpu");
@@ -250,6 +250,7 @@ TEST(CertifyCli, KeepsEveryFlagAndItsMeaning) {
   EXPECT_FALSE(o.isolate);
   EXPECT_EQ(o.jobs, 3u);
   EXPECT_EQ(o.certificate_path, "c.cert");
+  EXPECT_EQ(o.sign_key, "vendor.key");
   EXPECT_EQ(o.worker_fd, -1);
 }
 
@@ -305,7 +306,7 @@ TEST(CertifyCli, HelpListsTheOptionsAndExitsZero) {
   EXPECT_EQ(p.status, kExitCertified);
   for (const char* flag : {"--reference", "--out", "--ops", "--seed", "--manifest", "--case", "--list", "--quiet",
                            "--verbose", "--timeout", "--no-isolation", "--jobs", "--exec-workers", "--certificate",
-                           "--perf", "--fd-check", "--print-tolerances", "Exit status"})
+                           "--sign", "--perf", "--fd-check", "--print-tolerances", "Exit status"})
     EXPECT_NE(p.out.find(flag), std::string::npos) << flag;
   EXPECT_EQ(p.out.find("--worker-fd"), std::string::npos);  // internal
   EXPECT_EQ(p.err, "");
