@@ -85,7 +85,9 @@ const std::vector<Relaxation>& published_relaxations() {
 }
 
 namespace {
-std::string relaxation_limit(const Relaxation& r) {
+// A tolerance with the limits of a table row (ToleranceRow or Relaxation: the same fields).
+template <class Row>
+Tolerance limits_of(const Row& r) {
   Tolerance t;
   t.rule = r.rule;
   t.ulps = r.ulps;
@@ -93,8 +95,11 @@ std::string relaxation_limit(const Relaxation& r) {
   t.atol = r.atol;
   t.c = r.c;
   t.unit_roundoff = r.unit_roundoff;
-  return t.describe();
+  t.accumulation_max = r.accumulation_max;
+  return t;
 }
+
+std::string relaxation_limit(const Relaxation& r) { return limits_of(r).describe(); }
 }  // namespace
 
 std::string relaxation_title(const Relaxation& r) {
@@ -168,24 +173,7 @@ std::string Tolerance::describe() const {
 }
 
 namespace {
-bool dtype_matches(const char* list, DType d) {
-  std::string s = list;
-  if (s == "*") return true;
-  if (s == "int") return !is_float(d);
-  if (s == "float") return is_float(d);
-  std::string n = name(d);
-  size_t start = 0;
-  while (start <= s.size()) {
-    size_t comma = s.find(',', start);
-    if (comma == std::string::npos) comma = s.size();
-    if (s.substr(start, comma - start) == n) return true;
-    start = comma + 1;
-  }
-  return false;
-}
-}  // namespace
-
-namespace {
+// Whether the comma-separated `list` names `item`; "*" names everything.
 bool list_has(const char* list, const std::string& item) {
   std::string s = list;
   if (s == "*") return true;
@@ -198,6 +186,14 @@ bool list_has(const char* list, const std::string& item) {
   }
   return false;
 }
+
+// list_has for dtype names, where "int" and "float" also name the two kinds.
+bool dtype_matches(const char* list, DType d) {
+  const std::string s = list;
+  if (s == "int") return !is_float(d);
+  if (s == "float") return is_float(d);
+  return list_has(list, name(d));
+}
 }  // namespace
 
 Tolerance tolerance_for(const std::string& op, DType out_dtype, const std::string& tier, bool backward) {
@@ -208,13 +204,7 @@ Tolerance tolerance_for(const std::string& op, DType out_dtype, const std::strin
     if (op != r.op || !dtype_matches(r.dtypes, out_dtype)) continue;
     const std::string dir = r.direction;
     if (dir != "*" && dir != (backward ? "backward" : "forward")) continue;
-    t.rule = r.rule;
-    t.ulps = r.ulps;
-    t.rtol = r.rtol;
-    t.atol = r.atol;
-    t.c = r.c;
-    t.unit_roundoff = r.unit_roundoff;
-    t.accumulation_max = r.accumulation_max;
+    t = limits_of(r);
     t.relaxed = true;
     t.source = relaxation_source(r);
     return t;
@@ -224,13 +214,7 @@ Tolerance tolerance_for(const std::string& op, DType out_dtype, const std::strin
     if (!list_has(r.ops, op)) continue;
     if (!dtype_matches(r.dtypes, out_dtype)) continue;
     if (std::string(r.tier) != "*" && r.tier != tier) continue;
-    t.rule = r.rule;
-    t.ulps = r.ulps;
-    t.rtol = r.rtol;
-    t.atol = r.atol;
-    t.c = r.c;
-    t.unit_roundoff = r.unit_roundoff;
-    t.accumulation_max = r.accumulation_max;
+    t = limits_of(r);
     t.source = std::string("table: ") + r.op_class + "/" + r.ops + "/" + r.dtypes + "/" + r.tier + ": " + r.source;
     break;
   }

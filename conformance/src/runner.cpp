@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -363,24 +364,24 @@ std::string check_outside_view(dx_tensor_t* base_tensor, const TensorSpec& outpu
   return "";
 }
 
-SideOutcome run_side(dx_runtime_t* rt, dx_op_id_t op, int32_t plugin, int32_t device, const SpecPtrs& inputs,
-                     const SpecPtrs& outputs, const dx_attrs_t* attrs, bool backward,
-                     const std::vector<int>& mutable_inputs = {}) {
-  SideOutcome o;
-  std::vector<Placed> placed_inputs(inputs.size());
-  std::vector<dx_tensor_t*> in_ptrs(inputs.size(), nullptr);
-  for (size_t i = 0; i < inputs.size(); ++i)
-    if (inputs[i]) {
-      placed_inputs[i] = place(rt, device, *inputs[i]);
-      in_ptrs[i] = placed_inputs[i].kernel_tensor();
+// Places every present spec but the one at `skip` (null specs stay null); `ptrs` gets the
+// tensors a kernel sees (the view where there is one).
+void place_all(dx_runtime_t* rt, int32_t device, const SpecPtrs& specs, std::vector<Placed>& placed,
+               std::vector<dx_tensor_t*>& ptrs, size_t skip = SIZE_MAX) {
+  placed.resize(specs.size());
+  ptrs.assign(specs.size(), nullptr);
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (i != skip && specs[i]) {
+      placed[i] = place(rt, device, *specs[i]);
+      ptrs[i] = placed[i].kernel_tensor();
     }
-  std::vector<Placed> placed_outputs(outputs.size());
-  std::vector<dx_tensor_t*> out_ptrs(outputs.size(), nullptr);
-  for (size_t i = 0; i < outputs.size(); ++i)
-    if (outputs[i]) {
-      placed_outputs[i] = place(rt, device, *outputs[i]);
-      out_ptrs[i] = placed_outputs[i].kernel_tensor();
-    }
+}
+
+// dx_invoke_ex on `plugin` alone (its backward kernel when `backward`): the status, its message
+// into `message`, the time the call took into `seconds`.
+dx_status_t invoke_on(dx_runtime_t* rt, dx_op_id_t op, int32_t plugin, const std::vector<dx_tensor_t*>& in_ptrs,
+                      const std::vector<dx_tensor_t*>& out_ptrs, const dx_attrs_t* attrs, bool backward,
+                      std::string& message, double& seconds) {
   dx_invoke_options_t opts{};
   opts.struct_size = DX_INVOKE_OPTIONS_SIZE_1_0;
   opts.flags = DX_INVOKE_FLAG_PLUGIN | (backward ? DX_INVOKE_FLAG_BACKWARD : 0);
@@ -389,8 +390,19 @@ SideOutcome run_side(dx_runtime_t* rt, dx_op_id_t op, int32_t plugin, int32_t de
   dx_error_t* const error =
       dx_invoke_ex(rt, op, in_ptrs.empty() ? nullptr : in_ptrs.data(), static_cast<int32_t>(in_ptrs.size()),
                    out_ptrs.empty() ? nullptr : out_ptrs.data(), static_cast<int32_t>(out_ptrs.size()), attrs, &opts);
-  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  o.status = take_status(error, &o.message);
+  seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return take_status(error, &message);
+}
+
+SideOutcome run_side(dx_runtime_t* rt, dx_op_id_t op, int32_t plugin, int32_t device, const SpecPtrs& inputs,
+                     const SpecPtrs& outputs, const dx_attrs_t* attrs, bool backward,
+                     const std::vector<int>& mutable_inputs = {}) {
+  SideOutcome o;
+  std::vector<Placed> placed_inputs, placed_outputs;
+  std::vector<dx_tensor_t*> in_ptrs, out_ptrs;
+  place_all(rt, device, inputs, placed_inputs, in_ptrs);
+  place_all(rt, device, outputs, placed_outputs, out_ptrs);
+  o.status = invoke_on(rt, op, plugin, in_ptrs, out_ptrs, attrs, backward, o.message, o.seconds);
   if (o.status != DX_OK) return o;
   o.outputs.resize(outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i)
@@ -420,30 +432,13 @@ SideOutcome run_aliased(dx_runtime_t* rt, dx_op_id_t op, int32_t plugin, int32_t
                         const SpecPtrs& outputs, size_t alias_output, size_t alias_input, const dx_attrs_t* attrs,
                         bool backward) {
   SideOutcome o;
-  std::vector<Placed> placed_inputs(inputs.size());
-  std::vector<dx_tensor_t*> in_ptrs(inputs.size(), nullptr);
-  for (size_t i = 0; i < inputs.size(); ++i)
-    if (inputs[i]) {
-      placed_inputs[i] = place(rt, device, *inputs[i]);
-      in_ptrs[i] = placed_inputs[i].kernel_tensor();
-    }
-  std::vector<Placed> placed_outputs(outputs.size());
-  std::vector<dx_tensor_t*> out_ptrs(outputs.size(), nullptr);
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    if (i == alias_output) {
-      out_ptrs[i] = in_ptrs[alias_input];
-    } else if (outputs[i]) {
-      placed_outputs[i] = place(rt, device, *outputs[i]);
-      out_ptrs[i] = placed_outputs[i].kernel_tensor();
-    }
-  }
-  dx_invoke_options_t opts{};
-  opts.struct_size = DX_INVOKE_OPTIONS_SIZE_1_0;
-  opts.flags = DX_INVOKE_FLAG_PLUGIN | (backward ? DX_INVOKE_FLAG_BACKWARD : 0);
-  opts.plugin_index = plugin;
-  o.status = take_status(dx_invoke_ex(rt, op, in_ptrs.data(), static_cast<int32_t>(in_ptrs.size()), out_ptrs.data(),
-                                      static_cast<int32_t>(out_ptrs.size()), attrs, &opts),
-                         &o.message);
+  std::vector<Placed> placed_inputs, placed_outputs;
+  std::vector<dx_tensor_t*> in_ptrs, out_ptrs;
+  place_all(rt, device, inputs, placed_inputs, in_ptrs);
+  place_all(rt, device, outputs, placed_outputs, out_ptrs, alias_output);
+  out_ptrs[alias_output] = in_ptrs[alias_input];
+  double seconds = 0;
+  o.status = invoke_on(rt, op, plugin, in_ptrs, out_ptrs, attrs, backward, o.message, seconds);
   if (o.status != DX_OK) return o;
   o.outputs.resize(outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
