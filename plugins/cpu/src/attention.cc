@@ -265,13 +265,7 @@ void check_dtypes(const dx_kernel_call_t* call, bool backward) {
 template <class S>
 double max_abs(const View& v) {
   if (v.count() == 0) return 0;
-  StridedLoop<1> loop;
-  loop.rank = v.rank;
-  for (int d = 0; d < v.rank; ++d) {
-    loop.shape[d] = v.shape[d];
-    loop.strides[0][d] = v.strides[d];
-  }
-  loop.simplify();
+  StridedLoop<1> loop = loop_over(v);
   const S* base = v.data<const S>();
   double largest = 0;
   bool nan = false;
@@ -397,13 +391,7 @@ dx_error_t* attention_forward(const dx_kernel_call_t* call) noexcept {
 /// Fills a (bool) tensor with zero bytes.
 void zero_fill(const View& v, size_t element_size) {
   if (v.count() == 0) return;
-  StridedLoop<1> loop;
-  loop.rank = v.rank;
-  for (int d = 0; d < v.rank; ++d) {
-    loop.shape[d] = v.shape[d];
-    loop.strides[0][d] = v.strides[d];
-  }
-  loop.simplify();
+  StridedLoop<1> loop = loop_over(v);
   char* base = v.base;
   for_each_row(loop, [base, element_size](int64_t n, const int64_t* off, const int64_t* st) {
     for (int64_t i = 0; i < n; ++i) {

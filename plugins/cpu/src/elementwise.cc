@@ -110,13 +110,7 @@ void check_broadcast(const View& out, const View& a, const View& b) {
 
 template <class T>
 bool contains_zero(const View& v) {
-  StridedLoop<1> loop;
-  loop.rank = v.rank;
-  for (int d = 0; d < v.rank; ++d) {
-    loop.shape[d] = v.shape[d];
-    loop.strides[0][d] = v.strides[d];
-  }
-  loop.simplify();
+  StridedLoop<1> loop = loop_over(v);
   const T* p = v.data<T>();
   bool found = false;
   auto row = [&](int64_t n, const int64_t* off, const int64_t* st) {
@@ -237,14 +231,7 @@ dx_error_t* unary_kernel(const dx_kernel_call_t* call) noexcept {
       }, work_of<Op>());
       return;
     }
-    StridedLoop<2> loop;
-    loop.rank = out.rank;
-    for (int d = 0; d < out.rank; ++d) {
-      loop.shape[d] = out.shape[d];
-      loop.strides[0][d] = out.strides[d];
-      loop.strides[1][d] = in.strides[d];
-    }
-    loop.simplify();
+    StridedLoop<2> loop = loop_over(out, in);
     for_each_row(loop, row, work_of<Op>());
   });
 }

@@ -128,19 +128,6 @@ dx_error_t* float_unary_kernel(const dx_kernel_call_t* call) noexcept {
   });
 }
 
-/// The simplified loop over two views of one shape (out first, then in).
-StridedLoop<2> same_shape_loop(const View& out, const View& in) {
-  StridedLoop<2> loop;
-  loop.rank = out.rank;
-  for (int d = 0; d < out.rank; ++d) {
-    loop.shape[d] = out.shape[d];
-    loop.strides[0][d] = out.strides[d];
-    loop.strides[1][d] = in.strides[d];
-  }
-  loop.simplify();
-  return loop;
-}
-
 /// out = wide(x) rounded once for f32/f16/bf16 x, except elements below kGeluWideBelow, which
 /// take exact(x) (the reference's libm expression in f64). Blocks of a row are computed by the
 /// vectorised function first, then the few tail elements of the block are overwritten, from a
@@ -148,7 +135,7 @@ StridedLoop<2> same_shape_loop(const View& out, const View& in) {
 template <class T, class Wide>
 void map_with_exact_tail(const View& out, const View& in, Wide wide, double (*exact)(double)) {
   if (out.count() == 0) return;
-  const StridedLoop<2> loop = same_shape_loop(out, in);
+  const StridedLoop<2> loop = loop_over(out, in);  // one shape: out first, then in
   T* const po = out.data<T>();
   const T* const px = in.data<const T>();
   auto row = [&](int64_t n, const int64_t* off, const int64_t* st) {
@@ -196,7 +183,7 @@ void map_with_exact_tail(const View& out, const View& in, Wide wide, double (*ex
 template <class Row>
 void map_f32_with_exact_tail(const View& out, const View& in, Row row_fn, double (*exact)(double)) {
   if (out.count() == 0) return;
-  const StridedLoop<2> loop = same_shape_loop(out, in);
+  const StridedLoop<2> loop = loop_over(out, in);  // one shape: out first, then in
   float* const po = out.data<float>();
   const float* const px = in.data<const float>();
   constexpr float kBelow = static_cast<float>(kGeluWideBelow);

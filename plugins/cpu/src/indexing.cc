@@ -21,25 +21,6 @@ using namespace movement;
 constexpr dx_kernel_flags_t kFlags = DX_KERNEL_FLAG_DETERMINISTIC;
 constexpr int kAxisSlot = 0;
 
-View input(const dx_kernel_call_t* call, int i, DLDataType t) {
-  const std::string what = "input " + std::to_string(i);
-  const View v = make_view(call->inputs[i], what.c_str());
-  expect_dtype(v, t, what.c_str());
-  return v;
-}
-View output(const dx_kernel_call_t* call, int i, DLDataType t) {
-  const std::string what = "output " + std::to_string(i);
-  const View v = make_view(call->outputs[i], what.c_str());
-  expect_dtype(v, t, what.c_str());
-  return v;
-}
-std::optional<View> gradient(const dx_kernel_call_t* call, int i, const View& like) {
-  if (call->outputs[i] == nullptr) return std::nullopt;
-  const View g = output(call, i, like.dtype);
-  expect_shape(g, like.shape, like.rank, "gradient output");
-  return g;
-}
-
 template <class I>
 int64_t index_at(const View& idx, int64_t element_offset) {
   return static_cast<int64_t>(idx.data<const I>()[element_offset]);
@@ -50,13 +31,7 @@ int64_t index_at(const View& idx, int64_t element_offset) {
 template <class I>
 void check_indices(const View& idx, int64_t limit, const char* op) {
   if (idx.count() == 0) return;
-  StridedLoop<1> loop;
-  loop.rank = idx.rank;
-  for (int d = 0; d < idx.rank; ++d) {
-    loop.shape[d] = idx.shape[d];
-    loop.strides[0][d] = idx.strides[d];
-  }
-  loop.simplify();
+  StridedLoop<1> loop = loop_over(idx);
   const I* const base = idx.data<const I>();
   std::atomic<bool> bad{false};
   for_each_row(loop, [&, base, limit](int64_t n, const int64_t* off, const int64_t* st) {

@@ -44,26 +44,6 @@ dx_error_t* backward_kernel(const dx_kernel_call_t* call) noexcept {
   return guard(call->host, [&] { B(call); });
 }
 
-View input(const dx_kernel_call_t* call, int i, DLDataType t) {
-  const std::string what = "input " + std::to_string(i);
-  const View v = make_view(call->inputs[i], what.c_str());
-  expect_dtype(v, t, what.c_str());
-  return v;
-}
-View output(const dx_kernel_call_t* call, int i, DLDataType t) {
-  const std::string what = "output " + std::to_string(i);
-  const View v = make_view(call->outputs[i], what.c_str());
-  expect_dtype(v, t, what.c_str());
-  return v;
-}
-/// A requested gradient output (null: not wanted) with the forward input's shape.
-std::optional<View> gradient(const dx_kernel_call_t* call, int i, const View& like) {
-  if (call->outputs[i] == nullptr) return std::nullopt;
-  const View g = output(call, i, like.dtype);
-  expect_shape(g, like.shape, like.rank, "gradient output");
-  return g;
-}
-
 /// `v` moved by `index` elements along dim `d`.
 View shifted(View v, int d, int64_t index) {
   v.base += index * v.strides[d] * element_size(v.dtype);
@@ -247,14 +227,7 @@ void broadcast_to_backward(const dx_kernel_call_t* call) {
   // dx[j] = the sum, in dy's row-major order, of the dy elements that j was broadcast to.
   GradBuffer buffer(x.shape, x.rank);
   const View acc = broadcast_view(buffer.view, dy);
-  StridedLoop<2> loop;
-  loop.rank = dy.rank;
-  for (int d = 0; d < dy.rank; ++d) {
-    loop.shape[d] = dy.shape[d];
-    loop.strides[0][d] = acc.strides[d];
-    loop.strides[1][d] = dy.strides[d];
-  }
-  loop.simplify();
+  StridedLoop<2> loop = loop_over(acc, dy);
   double* const pa = buffer.data.data();
   const T* const pd = dy.data<const T>();
   auto row = [=](int64_t n, const int64_t* off, const int64_t* st) {
@@ -727,13 +700,7 @@ dx_error_t* arange_kernel(const dx_kernel_call_t* call) noexcept {
     const uint64_t istart = exact && start_attr != nullptr ? static_cast<uint64_t>(start_attr->value.i64) : 0;
     const uint64_t istep = exact && step_attr != nullptr ? static_cast<uint64_t>(step_attr->value.i64) : 1;
     if (y.count() == 0) return;
-    StridedLoop<1> loop;
-    loop.rank = y.rank;
-    for (int d = 0; d < y.rank; ++d) {
-      loop.shape[d] = y.shape[d];
-      loop.strides[0][d] = y.strides[d];
-    }
-    loop.simplify();
+    StridedLoop<1> loop = loop_over(y);
     T* const py = y.data<T>();
     for_each_row_flat(loop, [=](int64_t flat, int64_t n, const int64_t* off, const int64_t* st) {
       T* o = py + off[0];

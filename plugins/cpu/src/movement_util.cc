@@ -400,14 +400,7 @@ bool copy_transposed(const StridedLoop<2>& loop, typename P::W* po, const typena
 template <class P>
 void copy_words(const View& out, const View& in, bool parallel) {
   using W = typename P::W;
-  StridedLoop<2> loop;
-  loop.rank = out.rank;
-  for (int d = 0; d < out.rank; ++d) {
-    loop.shape[d] = out.shape[d];
-    loop.strides[0][d] = out.strides[d];
-    loop.strides[1][d] = in.strides[d];
-  }
-  loop.simplify();
+  StridedLoop<2> loop = loop_over(out, in);
   if (copy_transposed<P>(loop, out.data<W>(), in.data<const W>(), parallel)) return;
   W* const po = out.data<W>();
   const W* const pi = in.data<const W>();
@@ -443,13 +436,7 @@ void copy_words(const View& out, const View& in, bool parallel) {
 
 template <class W>
 void fill_words(const View& out, W value, bool parallel) {
-  StridedLoop<1> loop;
-  loop.rank = out.rank;
-  for (int d = 0; d < out.rank; ++d) {
-    loop.shape[d] = out.shape[d];
-    loop.strides[0][d] = out.strides[d];
-  }
-  loop.simplify();
+  StridedLoop<1> loop = loop_over(out);
   W* const po = out.data<W>();
   auto row = [=](int64_t n, const int64_t* off, const int64_t* st) {
     W* o = po + off[0];
@@ -642,6 +629,27 @@ void expect_shape(const View& v, const int64_t* expected, int rank, const char* 
     message += shape_string(expected, rank);
     fail(DX_SHAPE_MISMATCH, std::move(message));
   }
+}
+
+View input(const dx_kernel_call_t* call, int i, DLDataType t) {
+  const std::string what = "input " + std::to_string(i);
+  const View v = make_view(call->inputs[i], what.c_str());
+  expect_dtype(v, t, what.c_str());
+  return v;
+}
+
+View output(const dx_kernel_call_t* call, int i, DLDataType t) {
+  const std::string what = "output " + std::to_string(i);
+  const View v = make_view(call->outputs[i], what.c_str());
+  expect_dtype(v, t, what.c_str());
+  return v;
+}
+
+std::optional<View> gradient(const dx_kernel_call_t* call, int i, const View& like) {
+  if (call->outputs[i] == nullptr) return std::nullopt;
+  const View g = output(call, i, like.dtype);
+  expect_shape(g, like.shape, like.rank, "gradient output");
+  return g;
 }
 
 }  // namespace deepx::cpu::movement

@@ -129,6 +129,14 @@ T saturating_cast(double d) {
 /// DX_SHAPE_MISMATCH unless `v` has shape `expected`.
 void expect_shape(const View& v, const int64_t* expected, int rank, const char* what);
 
+// ---- operands (the movement and indexing kernels) -----------------------------------------------
+
+/// Input / output `i` of the call as a view of dtype `t` ("input i" / "output i" in messages).
+View input(const dx_kernel_call_t* call, int i, DLDataType t);
+View output(const dx_kernel_call_t* call, int i, DLDataType t);
+/// A requested gradient output `i` (nullopt: not wanted) with the forward input's dtype and shape.
+std::optional<View> gradient(const dx_kernel_call_t* call, int i, const View& like);
+
 }  // namespace movement
 }  // namespace deepx::cpu
 

@@ -140,13 +140,7 @@ void matmul_into(Mat<const T> a, Mat<const T> b, Mat<T> c, const BlasT<T>* bias)
 /// Copies between a view and a compact row-major buffer.
 template <class T>
 void copy_view(const View& v, T* compact, bool to_compact) {
-  StridedLoop<1> loop;
-  loop.rank = v.rank;
-  for (int d = 0; d < v.rank; ++d) {
-    loop.shape[d] = v.shape[d];
-    loop.strides[0][d] = v.strides[d];
-  }
-  loop.simplify();
+  StridedLoop<1> loop = loop_over(v);
   T* base = v.data<T>();
   int64_t position = 0;
   auto run = [&](int64_t n, const int64_t* off, const int64_t* st) {
@@ -324,14 +318,7 @@ void collect_indices(const View& idx, const View& rows_of, int64_t vocab, std::v
   rows.resize(static_cast<size_t>(count));
   offsets.resize(static_cast<size_t>(count));
   if (count == 0) return;
-  StridedLoop<2> loop;
-  loop.rank = idx.rank;
-  for (int d = 0; d < idx.rank; ++d) {
-    loop.shape[d] = idx.shape[d];
-    loop.strides[0][d] = idx.strides[d];
-    loop.strides[1][d] = rows_of.strides[d];
-  }
-  loop.simplify();
+  StridedLoop<2> loop = loop_over(idx, rows_of);
   const I* pi = idx.data<const I>();
   int64_t position = 0;
   bool bad = false;

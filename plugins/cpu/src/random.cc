@@ -72,30 +72,12 @@ class UniformCursor {
   bool valid_ = false;
 };
 
-View output_of(const dx_kernel_call_t* call, int i, DLDataType t) {
-  const std::string what = "output " + std::to_string(i);
-  const View v = make_view(call->outputs[i], what.c_str());
-  expect_dtype(v, t, what.c_str());
-  return v;
-}
-
-StridedLoop<1> loop_over(const View& v) {
-  StridedLoop<1> loop;
-  loop.rank = v.rank;
-  for (int d = 0; d < v.rank; ++d) {
-    loop.shape[d] = v.shape[d];
-    loop.strides[0][d] = v.strides[d];
-  }
-  loop.simplify();
-  return loop;
-}
-
 template <class T>
 dx_error_t* uniform_kernel(const dx_kernel_call_t* call) noexcept {
   return guard(call->host, [&] {
     // low + (high - low) * u in f64, rounded once (a narrow dtype may round up to `high`).
     expect_arity(call, 0, 1);
-    const View y = output_of(call, 0, dtype_of<T>());
+    const View y = output(call, 0, dtype_of<T>());
     const double low = attr_f64(call, kUniformLow, "low").value_or(0.0);
     const double high = attr_f64(call, kUniformHigh, "high").value_or(1.0);
     const Stream s = stream_of(call, kUniformSeed, kUniformOffset);
@@ -117,7 +99,7 @@ dx_error_t* normal_kernel(const dx_kernel_call_t* call) noexcept {
   return guard(call->host, [&] {
     // mean + std * sqrt(-2 ln u1) cos(2 pi u2) (Box-Muller, cosine branch), f64, rounded once.
     expect_arity(call, 0, 1);
-    const View y = output_of(call, 0, dtype_of<T>());
+    const View y = output(call, 0, dtype_of<T>());
     const double mean = attr_f64(call, kNormalMean, "mean").value_or(0.0);
     const double std_dev = attr_f64(call, kNormalStd, "std").value_or(1.0);
     const Stream s = stream_of(call, kNormalSeed, kNormalOffset);
@@ -161,23 +143,15 @@ dx_error_t* dropout_kernel(const dx_kernel_call_t* call) noexcept {
     expect_arity(call, 1, 2);
     const View x = make_view(call->inputs[0], "input 0");
     expect_dtype(x, dtype_of<T>(), "input 0");
-    const View y = output_of(call, 0, dtype_of<T>());
-    const View mask = output_of(call, 1, dtype_of<Bool>());
+    const View y = output(call, 0, dtype_of<T>());
+    const View mask = output(call, 1, dtype_of<Bool>());
     expect_shape(y, x.shape, x.rank, "dx.dropout output 0");
     expect_shape(mask, x.shape, x.rank, "dx.dropout mask");
     const double p = dropout_p(call);
     const Stream s = stream_of(call, kDropoutSeed, kDropoutOffset);
     const bool training = attr_bool(call, kDropoutTraining, "training", true);
     if (x.count() == 0) return;
-    StridedLoop<3> loop;
-    loop.rank = x.rank;
-    for (int d = 0; d < x.rank; ++d) {
-      loop.shape[d] = x.shape[d];
-      loop.strides[0][d] = y.strides[d];
-      loop.strides[1][d] = mask.strides[d];
-      loop.strides[2][d] = x.strides[d];
-    }
-    loop.simplify();
+    StridedLoop<3> loop = loop_over(y, mask, x);
     T* const py = y.data<T>();
     uint8_t* const pm = mask.data<uint8_t>();
     const T* const px = x.data<const T>();
@@ -222,7 +196,7 @@ dx_error_t* dropout_backward(const dx_kernel_call_t* call) noexcept {
     const double p = dropout_p(call);
     const bool training = attr_bool(call, kDropoutTraining, "training", true);
     if (call->outputs[0] == nullptr) return;
-    const View dx = output_of(call, 0, dtype_of<T>());
+    const View dx = output(call, 0, dtype_of<T>());
     expect_shape(dx, x.shape, x.rank, "gradient output 0");
     const double scale_divisor = 1.0 - p;
     map_elements<T, T, Bool>(dx, {&dy, &mask}, [=](T g, Bool m) {

@@ -59,6 +59,23 @@ struct StridedLoop {
   }
 };
 
+/// The simplified loop over `first`'s shape with one operand per view, in order, each walking
+/// that view's strides (of its first first.rank dims: the views have first's shape, or it as a
+/// prefix).
+template <class... Rest>
+StridedLoop<1 + sizeof...(Rest)> loop_over(const View& first, const Rest&... rest) {
+  constexpr int kOperands = 1 + static_cast<int>(sizeof...(Rest));
+  const View* const views[kOperands] = {&first, &rest...};
+  StridedLoop<kOperands> loop;
+  loop.rank = first.rank;
+  for (int d = 0; d < first.rank; ++d) {
+    loop.shape[d] = first.shape[d];
+    for (int k = 0; k < kOperands; ++k) loop.strides[k][d] = views[k]->strides[d];
+  }
+  loop.simplify();
+  return loop;
+}
+
 /// Number of threads a parallel region would get here (1 inside an active parallel region).
 inline int available_threads() { return omp_in_parallel() ? 1 : omp_get_max_threads(); }
 
