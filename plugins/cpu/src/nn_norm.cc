@@ -480,43 +480,21 @@ template <class C, bool kDw, bool kDb, Columns kMode>
 void layer_norm_row_sums(const C* x, const C* g, const C* w, int64_t n, C mc, C delta, C r, double* dw, double* db,
                          C* bdw, C* bdb, double& a, double& bq, LinePrefetcher& next_x, LinePrefetcher& next_g,
                          int per_step) {
-  constexpr int kLanes = 16;
-  constexpr int64_t kChunk = std::is_same_v<C, double> ? (int64_t{1} << 62) : 256;
-  double w1[kLanes] = {}, w2[kLanes] = {};
-  int64_t i = 0;
-  while (i + kLanes <= n) {
-    const int64_t chunk_end = std::min(n - (n - i) % kLanes, i + kChunk);
-    C l1[kLanes] = {}, l2[kLanes] = {};
-    for (; i < chunk_end; i += kLanes) {
-      next_x.step(per_step);
-      next_g.step(per_step);
-#pragma omp simd
-      for (int l = 0; l < kLanes; ++l) {
-        const C xhat = ((x[i + l] - mc) - delta) * r;
-        const C gw = g[i + l] * w[i + l];
-        l1[l] += gw;
-        l2[l] += gw * xhat;
-        add_columns<kMode, kDw, kDb>(i + l, g[i + l] * xhat, g[i + l], dw, db, bdw, bdb);
-      }
-    }
-    for (int l = 0; l < kLanes; ++l) {
-      w1[l] += l1[l];
-      w2[l] += l2[l];
-    }
-  }
-  a = 0;
-  bq = 0;
-  for (int l = 0; l < kLanes; ++l) {
-    a += w1[l];
-    bq += w2[l];
-  }
-  for (; i < n; ++i) {
+  // One element's terms, added into the compute-type lanes or, for the tail, into the f64 sums.
+  auto terms = [=](int64_t i, auto& sa, auto& sb) {
     const C xhat = ((x[i] - mc) - delta) * r;
     const C gw = g[i] * w[i];
-    a += gw;
-    bq += gw * xhat;
+    sa += gw;
+    sb += gw * xhat;
     add_columns<kMode, kDw, kDb>(i, g[i] * xhat, g[i], dw, db, bdw, bdb);
-  }
+  };
+  lane_sums2<C>(
+      n, a, bq,
+      [&] {
+        next_x.step(per_step);
+        next_g.step(per_step);
+      },
+      terms, terms);
 }
 
 #if defined(__AVX512F__)

@@ -216,16 +216,20 @@ inline int lines_per_step(int64_t lines, int64_t steps) {
 
 // ---- accumulation ----------------------------------------------------------------------------
 
-/// sum of f(i), i < n, in a fixed order. f32: 16 f32 lanes over chunks of at most 256 elements
-/// (16 terms per lane), each chunk then added into 16 f64 lanes, so the loop stays
-/// single-precision wide SIMD while the error is that of 16-term f32 sums; f64: 8 f64 lanes.
-template <class C, class F>
-inline double blocked_sum(int64_t n, F&& f) {
+/// The lane skeleton of every blocked sum here: the sum of f(i), i < n, in a fixed order, with
+/// step(i) run before each group of lanes starting at i (the row passes prefetch the next row
+/// there). f32: 16 f32 lanes over chunks of at most 256 elements (16 terms per lane), each chunk
+/// then added into 16 f64 lanes, so the loop stays single-precision wide SIMD while the error
+/// is that of 16-term f32 sums; f64: 8 f64 lanes. Forced inline, so f and step inline into
+/// the SIMD loop as if written there.
+template <class C, class Step, class F>
+[[gnu::always_inline]] inline double lane_sum(int64_t n, Step&& step, F&& f) {
   if constexpr (std::is_same_v<C, double>) {
     constexpr int kLanes = 8;
     double lanes[kLanes] = {};
     int64_t i = 0;
     for (; i + kLanes <= n; i += kLanes) {
+      step(i);
 #pragma omp simd
       for (int l = 0; l < kLanes; ++l) lanes[l] += f(i + l);
     }
@@ -242,6 +246,7 @@ inline double blocked_sum(int64_t n, F&& f) {
       const int64_t chunk_end = std::min(n - (n - i) % kLanes, i + kChunk);
       float lanes[kLanes] = {};
       for (; i < chunk_end; i += kLanes) {
+        step(i);
 #pragma omp simd
         for (int l = 0; l < kLanes; ++l) lanes[l] += f(i + l);
       }
@@ -255,9 +260,19 @@ inline double blocked_sum(int64_t n, F&& f) {
   }
 }
 
-/// s1 = sum of f(i) and s2 = sum of h(i), i < n, in one pass, each blocked as blocked_sum.
-template <class C, class F, class H>
-inline void blocked_sum2(int64_t n, F&& f, H&& h, double& s1, double& s2) {
+/// sum of f(i), i < n, in lane_sum's fixed order.
+template <class C, class F>
+inline double blocked_sum(int64_t n, F&& f) {
+  return lane_sum<C>(n, [](int64_t) {}, f);
+}
+
+/// The skeleton of the one-pass double sums: s1 and s2 over i < n, where body(i, a1, a2) adds
+/// element i's two terms into the compute-type lane accumulators a1, a2 (16 lanes; f32: chunks of
+/// at most 256 elements added into f64 lanes, as lane_sum; f64: one chunk), step() runs before
+/// each group of 16 (prefetching), and tail(i, s1, s2) adds a leftover element into the f64 sums
+/// (it may compute in f64 where the lanes compute in C). Forced inline, as lane_sum.
+template <class C, class Step, class Body, class Tail>
+[[gnu::always_inline]] inline void lane_sums2(int64_t n, double& s1, double& s2, Step&& step, Body&& body, Tail&& tail) {
   constexpr int kLanes = 16;
   constexpr int64_t kChunk = std::is_same_v<C, double> ? (int64_t{1} << 62) : 256;
   double w1[kLanes] = {}, w2[kLanes] = {};
@@ -266,11 +281,9 @@ inline void blocked_sum2(int64_t n, F&& f, H&& h, double& s1, double& s2) {
     const int64_t chunk_end = std::min(n - (n - i) % kLanes, i + kChunk);
     C l1[kLanes] = {}, l2[kLanes] = {};
     for (; i < chunk_end; i += kLanes) {
+      step();
 #pragma omp simd
-      for (int l = 0; l < kLanes; ++l) {
-        l1[l] += f(i + l);
-        l2[l] += h(i + l);
-      }
+      for (int l = 0; l < kLanes; ++l) body(i + l, l1[l], l2[l]);
     }
     for (int l = 0; l < kLanes; ++l) {
       w1[l] += l1[l];
@@ -283,10 +296,7 @@ inline void blocked_sum2(int64_t n, F&& f, H&& h, double& s1, double& s2) {
     s1 += w1[l];
     s2 += w2[l];
   }
-  for (; i < n; ++i) {
-    s1 += f(i);
-    s2 += h(i);
-  }
+  for (; i < n; ++i) tail(i, s1, s2);
 }
 
 /// Prefetcher of the next row of a softmax-like line, `count` elements at `row + stride`, when
@@ -362,40 +372,16 @@ template <class C>
 double exp_shifted_sum(const C* x, C m, int64_t n, LinePrefetcher& next) {
   const int per_step = lines_per_step(next.remaining(), n / 16);
   if constexpr (std::is_same_v<C, double>) {
-    constexpr int kLanes = 8;
-    double lanes[kLanes] = {};
-    int64_t i = 0;
-    for (; i + kLanes <= n; i += kLanes) {
-      if ((i & 15) == 0) next.step<false, 2>(per_step);
-#pragma omp simd
-      for (int l = 0; l < kLanes; ++l) lanes[l] += exp_f64(x[i + l] - m);
-    }
-    double total = 0;
-    for (int l = 0; l < kLanes; ++l) total += lanes[l];
-    for (; i < n; ++i) total += exp_f64(x[i] - m);
-    return total;
+    // One prefetch step per 16 elements (every other group of 8 lanes).
+    return lane_sum<double>(
+        n, [&](int64_t i) { if ((i & 15) == 0) next.step<false, 2>(per_step); },
+        [x, m](int64_t i) { return exp_f64(x[i] - m); });
   } else {
 #if defined(__AVX512F__)
     return exp_shifted_sum_avx512(x, m, n, next, per_step);
 #else
-    constexpr int kLanes = 16;
-    constexpr int64_t kChunk = 256;
-    double wide[kLanes] = {};
-    int64_t i = 0;
-    while (i + kLanes <= n) {
-      const int64_t chunk_end = std::min(n - (n - i) % kLanes, i + kChunk);
-      float lanes[kLanes] = {};
-      for (; i < chunk_end; i += kLanes) {
-        next.step<false, 2>(per_step);
-#pragma omp simd
-        for (int l = 0; l < kLanes; ++l) lanes[l] += exp_nonpositive_f32(x[i + l] - m);
-      }
-      for (int l = 0; l < kLanes; ++l) wide[l] += lanes[l];
-    }
-    double total = 0;
-    for (int l = 0; l < kLanes; ++l) total += wide[l];
-    for (; i < n; ++i) total += exp_nonpositive_f32(x[i] - m);
-    return total;
+    return lane_sum<float>(
+        n, [&](int64_t) { next.step<false, 2>(per_step); }, [x, m](int64_t i) { return exp_nonpositive_f32(x[i] - m); });
 #endif
   }
 }
@@ -405,32 +391,13 @@ double exp_shifted_sum(const C* x, C m, int64_t n, LinePrefetcher& next) {
 template <class C>
 inline double exp_shifted_store(const C* x, C m, C* e, int64_t n, LinePrefetcher& next) {
   const int per_step = lines_per_step(next.remaining(), n / 16);
-  constexpr int kLanes = std::is_same_v<C, double> ? 8 : 16;
-  constexpr int64_t kChunk = std::is_same_v<C, double> ? (int64_t{1} << 62) : 256;
-  double wide[kLanes] = {};
-  int64_t i = 0;
-  while (i + kLanes <= n) {
-    const int64_t chunk_end = std::min(n - (n - i) % kLanes, i + kChunk);
-    C lanes[kLanes] = {};
-    for (; i < chunk_end; i += kLanes) {
-      if ((i & 15) == 0) next.step<false, 2>(per_step);
-#pragma omp simd
-      for (int l = 0; l < kLanes; ++l) {
-        const C v = exp_c<C>(x[i + l] - m);
-        e[i + l] = v;
-        lanes[l] += v;
-      }
-    }
-    for (int l = 0; l < kLanes; ++l) wide[l] += lanes[l];
-  }
-  double total = 0;
-  for (int l = 0; l < kLanes; ++l) total += wide[l];
-  for (; i < n; ++i) {
-    const C v = exp_c<C>(x[i] - m);
-    e[i] = v;
-    total += v;
-  }
-  return total;
+  return lane_sum<C>(
+      n, [&](int64_t i) { if ((i & 15) == 0) next.step<false, 2>(per_step); },
+      [x, m, e](int64_t i) {
+        const C v = exp_c<C>(x[i] - m);
+        e[i] = v;
+        return v;
+      });
 }
 
 /// e[i] = exp_c(x[i] - m) for i < n, returning their sum, blocked as blocked_sum. e may be x.
@@ -494,79 +461,42 @@ inline void exp_shifted_store_dot(const C* x, const C* g, C m, C* e, int64_t n, 
     return;
   }
 #endif
-  constexpr int kLanes = 16;
-  constexpr int64_t kChunk = std::is_same_v<C, double> ? (int64_t{1} << 62) : 256;
-  double w1[kLanes] = {}, w2[kLanes] = {};
-  int64_t i = 0;
-  while (i + kLanes <= n) {
-    const int64_t chunk_end = std::min(n - (n - i) % kLanes, i + kChunk);
-    C l1[kLanes] = {}, l2[kLanes] = {};
-    for (; i < chunk_end; i += kLanes) {
-      next_x.step(per_step);
-      next_g.step(per_step);
-#pragma omp simd
-      for (int l = 0; l < kLanes; ++l) {
-        const C v = exp_c<C>(x[i + l] - m);
-        e[i + l] = v;
-        l1[l] += v;
-        l2[l] += g[i + l] * v;
-      }
-    }
-    for (int l = 0; l < kLanes; ++l) {
-      w1[l] += l1[l];
-      w2[l] += l2[l];
-    }
-  }
-  sum = 0;
-  dot = 0;
-  for (int l = 0; l < kLanes; ++l) {
-    sum += w1[l];
-    dot += w2[l];
-  }
-  for (; i < n; ++i) {
-    const C v = exp_c<C>(x[i] - m);
-    e[i] = v;
-    sum += v;
-    dot += static_cast<double>(g[i]) * v;
-  }
+  lane_sums2<C>(
+      n, sum, dot,
+      [&] {
+        next_x.step(per_step);
+        next_g.step(per_step);
+      },
+      [x, g, m, e](int64_t i, C& s, C& d) {
+        const C v = exp_c<C>(x[i] - m);
+        e[i] = v;
+        s += v;
+        d += g[i] * v;
+      },
+      [x, g, m, e](int64_t i, double& s, double& d) {
+        const C v = exp_c<C>(x[i] - m);
+        e[i] = v;
+        s += v;
+        d += static_cast<double>(g[i]) * v;
+      });
 }
 
 /// s1 = sum(x - shift) and s2 = sum((x - shift)^2) over x[0..n) in one pass, blocked as
 /// blocked_sum (f32: 16-term f32 lane sums added into f64).
 template <class C>
 inline void shifted_sums(const C* x, int64_t n, C shift, double& s1, double& s2) {
-  constexpr int kLanes = 16;
-  constexpr int64_t kChunk = 256;
-  double w1[kLanes] = {}, w2[kLanes] = {};
-  int64_t i = 0;
-  while (i + kLanes <= n) {
-    const int64_t chunk_end = std::is_same_v<C, double> ? n - (n - i) % kLanes
-                                                        : std::min(n - (n - i) % kLanes, i + kChunk);
-    C l1[kLanes] = {}, l2[kLanes] = {};
-    for (; i < chunk_end; i += kLanes) {
-#pragma omp simd
-      for (int l = 0; l < kLanes; ++l) {
-        const C d = x[i + l] - shift;
-        l1[l] += d;
-        l2[l] += d * d;
-      }
-    }
-    for (int l = 0; l < kLanes; ++l) {
-      w1[l] += l1[l];
-      w2[l] += l2[l];
-    }
-  }
-  s1 = 0;
-  s2 = 0;
-  for (int l = 0; l < kLanes; ++l) {
-    s1 += w1[l];
-    s2 += w2[l];
-  }
-  for (; i < n; ++i) {
-    const double d = static_cast<double>(x[i] - shift);
-    s1 += d;
-    s2 += d * d;
-  }
+  lane_sums2<C>(
+      n, s1, s2, [] {},
+      [x, shift](int64_t i, C& a, C& b) {
+        const C d = x[i] - shift;
+        a += d;
+        b += d * d;
+      },
+      [x, shift](int64_t i, double& a, double& b) {
+        const double d = static_cast<double>(x[i] - shift);
+        a += d;
+        b += d * d;
+      });
 }
 
 /// Mean and biased variance of a group, in f64. The mean is an f64 sum (exact enough for any
@@ -832,13 +762,7 @@ View typed_output(const dx_kernel_call_t* call, int i, const char* what) {
 inline void zero_fill(const View& v) {
   if (v.count() == 0) return;
   const int64_t size = v.dtype.bits / 8;
-  StridedLoop<1> loop;
-  loop.rank = v.rank;
-  for (int d = 0; d < v.rank; ++d) {
-    loop.shape[d] = v.shape[d];
-    loop.strides[0][d] = v.strides[d];
-  }
-  loop.simplify();
+  StridedLoop<1> loop = loop_over(v);
   auto run = [&](int64_t n, const int64_t* off, const int64_t* st) {
     char* p = v.base + off[0] * size;
     if (st[0] == 1) {
