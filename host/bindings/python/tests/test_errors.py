@@ -235,3 +235,47 @@ def test_remote_only_refusals(rt):
     with rt.empty((2,)) as t:
         with pytest.raises(BufferError):
             t.__dlpack__(copy=False)
+
+
+def test_daemon_that_dies_mid_session(mode, request):
+    """A daemon that exits: the next call fails with UnavailableError (status 19), and closing
+    the runtime and its tensors still succeeds."""
+    if mode == "local":
+        pytest.skip("local mode: there is no daemon to lose")
+    request.getfixturevalue("daemon")  # skips with the reason when remote mode cannot run
+    from conftest import Daemon, _deepxd_binary
+    d = Daemon(_deepxd_binary(), os.environ["DEEPX_CPU_PLUGIN"])
+    try:
+        rt = deepx.connect(d.address, request_timeout=10)
+        t = rt.asarray(np.arange(4, dtype=np.float32))
+        assert t.numpy().tolist() == [0.0, 1.0, 2.0, 3.0]
+        d.proc.kill()
+        d.proc.wait()
+        with pytest.raises(deepx.UnavailableError) as e:
+            t.numpy()
+        assert e.value.code == 19
+        with pytest.raises(deepx.UnavailableError):
+            ops.add(t, t, out=t)
+        with pytest.raises(ConnectionError):  # UnavailableError is a ConnectionError too
+            rt.empty((2,))
+        t.close()
+        rt.close()
+    finally:
+        d.stop()
+
+
+def test_connect_to_nothing():
+    if not _lib.HAS_CONNECT:
+        pytest.skip("the host library has no dx_runtime_connect (ABI < 1.1)")
+    try:
+        deepx.connect("unix:/nonexistent/deepxd.sock", connect_timeout=1).close()
+    except deepx.UnsupportedError as e:
+        pytest.skip(f"remote mode: the host library cannot connect yet ({e.message})")
+    except deepx.UnavailableError as e:
+        assert e.code == 19 and "/nonexistent/deepxd.sock" in e.message
+    else:
+        pytest.fail("connected to a socket that does not exist")
+    with pytest.raises(deepx.UnsupportedError):
+        deepx.connect("tcp:127.0.0.1:1")
+    with pytest.raises(deepx.InvalidArgumentError):
+        deepx.connect("")
