@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 // wantStatus fails unless err is a *Error of the given status, checked both ways a caller
@@ -220,4 +221,54 @@ func TestRuntimeClosedWhileTensorsLive(t *testing.T) {
 	mustClose(t, v)
 	mustClose(t, x)
 	mustClose(t, y)
+}
+
+// A daemon that dies while calls are in flight: each call completes or fails with
+// StatusUnavailable, later calls fail with it at once, and closing the handles still succeeds.
+// Remote mode only (it starts a daemon of its own, so that the suite's stays up).
+func TestDaemonDiesMidCall(t *testing.T) {
+	if remoteAddr == "" {
+		t.Log("in-process run: there is no daemon to lose (the remote run covers this)")
+		return
+	}
+	d, err := startDaemon()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.stop()
+	rt, err := Connect(d.address, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := cpuDevice(t, rt)
+	const n = 512
+	a, err := NewTensorFrom(rt, dev, []int64{n, n}, make([]float32, n*n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, _ := rt.NewTensor(dev, F32, n, n)
+	mm, _ := rt.Op("dx.matmul")
+	results := make(chan error, 4)
+	for i := 0; i < 4; i++ {
+		go func() {
+			var err error
+			for j := 0; j < 50 && err == nil; j++ {
+				err = rt.Invoke(mm, []*Tensor{a, a}, []*Tensor{y}, nil)
+			}
+			results <- err
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	d.kill()
+	for i := 0; i < 4; i++ {
+		if err := <-results; err != nil {
+			wantStatus(t, "a call in flight when the daemon died", err, StatusUnavailable)
+		}
+	}
+	_, err = ReadSlice[float32](a)
+	wantStatus(t, "a read after the daemon died", err, StatusUnavailable)
+	wantStatus(t, "an invoke after the daemon died", rt.Invoke(mm, []*Tensor{a, a}, []*Tensor{y}, nil), StatusUnavailable)
+	mustClose(t, a)
+	mustClose(t, y)
+	mustClose(t, rt)
 }

@@ -53,9 +53,9 @@ func runRemote(m *testing.M) int {
 		missing = append(missing, fmt.Sprintf("the host library's dx_runtime_connect refuses: %v", err))
 	}
 	if deepxd == "" {
-		missing = append(missing, "deepxd is not built (no CMake target deepxd at configure time)")
+		missing = append(missing, "DEEPX_GO_TEST_DEEPXD does not name deepxd")
 	} else if _, err := os.Stat(deepxd); err != nil {
-		missing = append(missing, fmt.Sprintf("deepxd is not at %s", deepxd))
+		missing = append(missing, fmt.Sprintf("deepxd is not built (no %s)", deepxd))
 	}
 	if len(missing) > 0 {
 		fmt.Println("SKIPPED: the remote run of the Go binding's tests needs dx_runtime_connect and deepxd:")
@@ -64,43 +64,74 @@ func runRemote(m *testing.M) int {
 		}
 		return skipCode
 	}
-	dir, err := os.MkdirTemp("", "deepx-go-remote-")
+	daemon, err := startDaemon()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
+	defer daemon.stop()
+	remoteAddr = daemon.address
+	return m.Run()
+}
+
+// daemon is a deepxd started by the tests, serving the CPU plugin on a socket of its own.
+type daemon struct {
+	cmd     *exec.Cmd
+	dir     string
+	address string
+}
+
+func startDaemon() (*daemon, error) {
+	dir, err := os.MkdirTemp("", "deepx-go-deepxd-")
+	if err != nil {
+		return nil, err
+	}
 	socket := filepath.Join(dir, "deepxd.sock")
-	config := filepath.Join(dir, "deepxd.toml")
-	text := fmt.Sprintf("[server]\nsocket = %q\n\n[plugins]\npaths = [%q]\n", socket, cpuPlugin)
-	if err := os.WriteFile(config, []byte(text), 0o600); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	logPath := filepath.Join(dir, "deepxd.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
 	}
-	daemon := exec.Command(deepxd, "--config", config)
-	daemon.Stdout, daemon.Stderr = os.Stderr, os.Stderr
-	if err := daemon.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, "starting deepxd:", err)
-		return 1
+	defer logFile.Close()
+	cmd := exec.Command(os.Getenv("DEEPX_GO_TEST_DEEPXD"), "--socket", socket, "--plugin", cpuPlugin)
+	cmd.Stdout, cmd.Stderr = logFile, logFile // the daemon's JSON-lines log, shown if it fails to start
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("starting deepxd: %w", err)
 	}
-	defer func() {
-		daemon.Process.Kill()
-		daemon.Wait()
-	}()
+	d := &daemon{cmd: cmd, dir: dir, address: "unix:" + socket}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		if c, err := net.Dial("unix", socket); err == nil {
 			c.Close()
-			break
+			return d, nil
 		}
 		if time.Now().After(deadline) {
-			fmt.Fprintln(os.Stderr, "deepxd did not listen at", socket, "within 15 s")
-			return 1
+			log, _ := os.ReadFile(logPath)
+			d.stop()
+			return nil, fmt.Errorf("deepxd did not listen at %s within 15 s; its log:\n%s", socket, log)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	remoteAddr = "unix:" + socket
-	return m.Run()
+}
+
+// kill ends the daemon at once (SIGKILL), as a crash would.
+func (d *daemon) kill() {
+	d.cmd.Process.Kill()
+	d.cmd.Wait()
+}
+
+func (d *daemon) stop() {
+	d.cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { d.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		d.kill()
+	}
+	os.RemoveAll(d.dir)
 }
 
 // testRuntime returns a runtime with the CPU plugin: loaded here in-process, the daemon's in
