@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "internal.h"
+#include "remote.h"
 
 namespace deepx::host {
 dx_status_t Invoke(const dx_runtime_t* runtime, dx_op_id_t id, dx_tensor_t* const* inputs,
@@ -64,7 +65,17 @@ struct RuntimeReader {
     return DX_OK;
   }
   Core& core() const { return *runtime->core; }
+  // The connection of a remote runtime (its catalogue answers the queries), or null.
+  RemoteConnection* remote() const { return runtime->remote.get(); }
 };
+
+// What a remote runtime answers to a call it cannot make (host.h, "Remote runtimes").
+dx_status_t RefuseRemote(const RemoteConnection& c, const char* where, const char* why) {
+  return Failf(DX_UNSUPPORTED, "%s: not available on a runtime connected to deepxd at %s: %s",
+               where, c.address().c_str(), why);
+}
+constexpr const char* kPluginsFromConfig =
+    "the daemon loads the plugins its configuration names, never a path sent by a client";
 
 }  // namespace
 
@@ -129,6 +140,7 @@ DX_EXPORT dx_error_t* dx_runtime_load_plugin(dx_runtime_t* runtime, const char* 
   return Guard([&]() -> dx_status_t {
     Runtime* rt = nullptr;
     if (dx_status_t st = Resolve(runtime, "dx_runtime_load_plugin", "runtime", &rt)) return st;
+    if (rt->remote) return RefuseRemote(*rt->remote, "dx_runtime_load_plugin", kPluginsFromConfig);
     DX_REQUIRE(name_or_path != nullptr && name_or_path[0] != '\0',
                "dx_runtime_load_plugin: name_or_path is null or empty");
     return LoadPlugin(rt->core, name_or_path, out_plugin_index);
@@ -141,6 +153,9 @@ DX_EXPORT dx_error_t* dx_runtime_load_search_path(dx_runtime_t* runtime, int32_t
     Runtime* rt = nullptr;
     if (dx_status_t st = Resolve(runtime, "dx_runtime_load_search_path", "runtime", &rt)) {
       return st;
+    }
+    if (rt->remote) {
+      return RefuseRemote(*rt->remote, "dx_runtime_load_search_path", kPluginsFromConfig);
     }
     int32_t loaded = 0, failed = 0;
     std::vector<std::string> paths;
@@ -174,7 +189,8 @@ DX_EXPORT dx_error_t* dx_runtime_plugin_count(const dx_runtime_t* runtime, int32
     RuntimeReader r;
     if (dx_status_t st = r.Open(runtime, "dx_runtime_plugin_count")) return st;
     DX_REQUIRE(out_count != nullptr, "dx_runtime_plugin_count: out_count is null");
-    *out_count = static_cast<int32_t>(r.core().plugins.size());
+    *out_count = static_cast<int32_t>(r.remote() ? r.remote()->plugins().size()
+                                                 : r.core().plugins.size());
     return DX_OK;
   });
 }
@@ -184,6 +200,27 @@ DX_EXPORT dx_error_t* dx_runtime_plugin_info(const dx_runtime_t* runtime, int32_
   return Guard([&]() -> dx_status_t {
     RuntimeReader r;
     if (dx_status_t st = r.Open(runtime, "dx_runtime_plugin_info")) return st;
+    if (const RemoteConnection* c = r.remote()) {
+      if (index < 0 || index >= static_cast<int32_t>(c->plugins().size())) {
+        return Failf(DX_OUT_OF_RANGE,
+                     "dx_runtime_plugin_info: index %d out of range (%zu plugins in deepxd)", index,
+                     c->plugins().size());
+      }
+      const RemotePlugin& p = c->plugins()[index];
+      dx_plugin_info_t full;
+      std::memset(&full, 0, sizeof full);
+      full.name = p.name.c_str();
+      full.vendor = "";
+      full.version = p.version.c_str();
+      full.build_id = "";
+      full.path = "";  // a file of the daemon's host
+      full.num_kernels = p.num_kernels;
+      full.num_memory_spaces = p.num_devices;
+      full.certification = p.certification;
+      full.certificate = "";
+      full.certification_note = "";
+      return FillInfo(full, out_info, DX_PLUGIN_INFO_SIZE_1_0, "dx_runtime_plugin_info");
+    }
     const auto& plugins = r.core().plugins;
     if (index < 0 || index >= static_cast<int32_t>(plugins.size())) {
       return Failf(DX_OUT_OF_RANGE, "dx_runtime_plugin_info: index %d out of range (%zu plugins)",
@@ -215,6 +252,11 @@ DX_EXPORT dx_error_t* dx_runtime_plugin_extension(const dx_runtime_t* runtime, i
   return Guard([&]() -> dx_status_t {
     RuntimeReader r;
     if (dx_status_t st = r.Open(runtime, "dx_runtime_plugin_extension")) return st;
+    if (r.remote()) {
+      return RefuseRemote(*r.remote(), "dx_runtime_plugin_extension",
+                          "an extension is a struct of pointers into a plugin loaded in the "
+                          "daemon's process");
+    }
     DX_REQUIRE(name != nullptr && out_extension != nullptr,
                "dx_runtime_plugin_extension: name or out_extension is null");
     const auto& plugins = r.core().plugins;
@@ -245,7 +287,8 @@ DX_EXPORT dx_error_t* dx_runtime_device_count(const dx_runtime_t* runtime, int32
     RuntimeReader r;
     if (dx_status_t st = r.Open(runtime, "dx_runtime_device_count")) return st;
     DX_REQUIRE(out_count != nullptr, "dx_runtime_device_count: out_count is null");
-    *out_count = static_cast<int32_t>(r.core().spaces.size());
+    *out_count = static_cast<int32_t>(r.remote() ? r.remote()->devices().size()
+                                                 : r.core().spaces.size());
     return DX_OK;
   });
 }
@@ -255,6 +298,22 @@ DX_EXPORT dx_error_t* dx_runtime_device_info(const dx_runtime_t* runtime, int32_
   return Guard([&]() -> dx_status_t {
     RuntimeReader r;
     if (dx_status_t st = r.Open(runtime, "dx_runtime_device_info")) return st;
+    if (const RemoteConnection* c = r.remote()) {
+      if (index < 0 || index >= static_cast<int32_t>(c->devices().size())) {
+        return Failf(DX_OUT_OF_RANGE,
+                     "dx_runtime_device_info: index %d out of range (%zu devices in deepxd)", index,
+                     c->devices().size());
+      }
+      const RemoteDevice& d = c->devices()[index];
+      dx_device_info_t full;
+      std::memset(&full, 0, sizeof full);
+      full.name = d.name.c_str();
+      full.device_type = d.device_type;
+      full.device_id = d.device_id;
+      full.kind = d.kind;
+      full.plugin_index = d.plugin_index;
+      return FillInfo(full, out_info, DX_DEVICE_INFO_SIZE_1_0, "dx_runtime_device_info");
+    }
     const auto& spaces = r.core().spaces;
     if (index < 0 || index >= static_cast<int32_t>(spaces.size())) {
       return Failf(DX_OUT_OF_RANGE, "dx_runtime_device_info: index %d out of range (%zu devices)",
@@ -279,6 +338,10 @@ DX_EXPORT dx_error_t* dx_runtime_device_stats(const dx_runtime_t* runtime, int32
   return Guard([&]() -> dx_status_t {
     RuntimeReader r;
     if (dx_status_t st = r.Open(runtime, "dx_runtime_device_stats")) return st;
+    if (r.remote()) {
+      return RefuseRemote(*r.remote(), "dx_runtime_device_stats",
+                          "wire protocol 1.0 has no per-device statistics");
+    }
     const auto& spaces = r.core().spaces;
     if (index < 0 || index >= static_cast<int32_t>(spaces.size())) {
       return Failf(DX_OUT_OF_RANGE, "dx_runtime_device_stats: index %d out of range (%zu devices)",
@@ -306,6 +369,16 @@ DX_EXPORT dx_error_t* dx_runtime_find_device(const dx_runtime_t* runtime, const 
     RuntimeReader r;
     if (dx_status_t st = r.Open(runtime, "dx_runtime_find_device")) return st;
     DX_REQUIRE(name != nullptr && out_index != nullptr, "dx_runtime_find_device: null argument");
+    if (const RemoteConnection* c = r.remote()) {
+      for (size_t i = 0; i < c->devices().size(); ++i) {
+        if (c->devices()[i].name == name) {
+          *out_index = static_cast<int32_t>(i);
+          return DX_OK;
+        }
+      }
+      return Failf(DX_NOT_FOUND, "no device named '%s' in deepxd at %s", name,
+                   c->address().c_str());
+    }
     for (const auto& s : r.core().spaces) {
       if (s.name == name) {
         *out_index = s.index;
@@ -321,7 +394,8 @@ DX_EXPORT dx_error_t* dx_runtime_op_count(const dx_runtime_t* runtime, int32_t* 
     RuntimeReader r;
     if (dx_status_t st = r.Open(runtime, "dx_runtime_op_count")) return st;
     DX_REQUIRE(out_count != nullptr, "dx_runtime_op_count: out_count is null");
-    *out_count = static_cast<int32_t>(r.core().ops.size());
+    *out_count =
+        static_cast<int32_t>(r.remote() ? r.remote()->ops().size() : r.core().ops.size());
     return DX_OK;
   });
 }
@@ -332,6 +406,13 @@ DX_EXPORT dx_error_t* dx_runtime_op_name(const dx_runtime_t* runtime, dx_op_id_t
     RuntimeReader r;
     if (dx_status_t st = r.Open(runtime, "dx_runtime_op_name")) return st;
     DX_REQUIRE(out_name != nullptr, "dx_runtime_op_name: out_name is null");
+    if (const RemoteConnection* c = r.remote()) {
+      if (id >= c->ops().size()) {
+        return Failf(DX_OUT_OF_RANGE, "dx_runtime_op_name: op id %u out of range", id);
+      }
+      *out_name = c->ops()[id].name.c_str();
+      return DX_OK;
+    }
     if (id >= r.core().ops.size()) {
       return Failf(DX_OUT_OF_RANGE, "dx_runtime_op_name: op id %u out of range", id);
     }
@@ -346,6 +427,13 @@ DX_EXPORT dx_error_t* dx_runtime_op_lookup(const dx_runtime_t* runtime, const ch
     RuntimeReader r;
     if (dx_status_t st = r.Open(runtime, "dx_runtime_op_lookup")) return st;
     DX_REQUIRE(name != nullptr && out_id != nullptr, "dx_runtime_op_lookup: null argument");
+    if (const RemoteConnection* c = r.remote()) {
+      if (!c->FindOp(name, out_id)) {
+        return Failf(DX_NOT_FOUND, "no plugin of deepxd at %s implements op '%s'",
+                     c->address().c_str(), name);
+      }
+      return DX_OK;
+    }
     auto it = r.core().op_ids.find(name);
     if (it == r.core().op_ids.end()) {
       return Failf(DX_NOT_FOUND, "no loaded plugin implements op '%s'", name);
@@ -361,6 +449,13 @@ DX_EXPORT dx_error_t* dx_runtime_kernel_count(const dx_runtime_t* runtime, dx_op
     RuntimeReader r;
     if (dx_status_t st = r.Open(runtime, "dx_runtime_kernel_count")) return st;
     DX_REQUIRE(out_count != nullptr, "dx_runtime_kernel_count: out_count is null");
+    if (const RemoteConnection* c = r.remote()) {
+      if (id >= c->ops().size()) {
+        return Failf(DX_OUT_OF_RANGE, "dx_runtime_kernel_count: op id %u out of range", id);
+      }
+      *out_count = static_cast<int32_t>(c->ops()[id].kernels.size());
+      return DX_OK;
+    }
     if (id >= r.core().ops.size()) {
       return Failf(DX_OUT_OF_RANGE, "dx_runtime_kernel_count: op id %u out of range", id);
     }
@@ -374,6 +469,27 @@ DX_EXPORT dx_error_t* dx_runtime_kernel_info(const dx_runtime_t* runtime, dx_op_
   return Guard([&]() -> dx_status_t {
     RuntimeReader r;
     if (dx_status_t st = r.Open(runtime, "dx_runtime_kernel_info")) return st;
+    if (const RemoteConnection* c = r.remote()) {
+      if (id >= c->ops().size()) {
+        return Failf(DX_OUT_OF_RANGE, "dx_runtime_kernel_info: op id %u out of range", id);
+      }
+      const auto& kernels = c->ops()[id].kernels;
+      if (index < 0 || index >= static_cast<int32_t>(kernels.size())) {
+        return Failf(DX_OUT_OF_RANGE, "dx_runtime_kernel_info: kernel index %d out of range",
+                     index);
+      }
+      const RemoteKernel& k = kernels[index];
+      dx_kernel_info_t full;
+      std::memset(&full, 0, sizeof full);
+      full.plugin_index = k.plugin_index;
+      full.device_type = k.device_type;
+      full.num_inputs = k.num_inputs;
+      full.num_outputs = k.num_outputs;
+      full.num_dtypes = static_cast<int32_t>(k.dtypes.size());
+      full.dtypes = k.dtypes.data();
+      full.certified = k.certified ? 1 : 0;
+      return FillInfo(full, out_info, DX_KERNEL_INFO_SIZE_1_0, "dx_runtime_kernel_info");
+    }
     if (id >= r.core().ops.size()) {
       return Failf(DX_OUT_OF_RANGE, "dx_runtime_kernel_info: op id %u out of range", id);
     }
@@ -514,6 +630,10 @@ DX_EXPORT dx_error_t* dx_invoke_by_name(dx_runtime_t* runtime, const char* op_na
       RuntimeReader r;
       if (dx_status_t st = r.Open(runtime, "dx_invoke_by_name")) return st;
       DX_REQUIRE(op_name != nullptr, "dx_invoke_by_name: op_name is null");
+      if (RemoteConnection* c = r.remote()) {
+        return c->Invoke(op_name, inputs, num_inputs, outputs, num_outputs, attrs, nullptr,
+                         "dx_invoke_by_name");
+      }
       auto it = r.core().op_ids.find(op_name);
       if (it == r.core().op_ids.end()) {
         return Failf(DX_NOT_FOUND, "no loaded plugin implements op '%s'", op_name);
@@ -530,9 +650,34 @@ extern "C" DX_EXPORT dx_error_t* dx_runtime_connect(const char* address,
                                                     const dx_connect_options_t* options,
                                                     dx_runtime_t** out_runtime) {
   return Guard([&]() -> dx_status_t {
-    (void)address;
-    (void)options;
-    (void)out_runtime;
-    return Fail(DX_UNSUPPORTED, "dx_runtime_connect: the remote client is not built yet");
+    constexpr const char* kWhere = "dx_runtime_connect";
+    DX_REQUIRE(address != nullptr && address[0] != '\0', "%s: address is null or empty", kWhere);
+    DX_REQUIRE(out_runtime != nullptr, "%s: out_runtime is null", kWhere);
+    dx_connect_options_t opts;
+    std::memset(&opts, 0, sizeof opts);
+    if (options != nullptr) {
+      if (options->struct_size < DX_STRUCT_SIZE(dx_connect_options_t, connect_timeout_ms)) {
+        return Failf(DX_INVALID_ARGUMENT,
+                     "%s: options->struct_size (%zu) is too small; set it to "
+                     "DX_CONNECT_OPTIONS_SIZE_1_1",
+                     kWhere, options->struct_size);
+      }
+      std::memcpy(&opts, options,
+                  std::min<size_t>(options->struct_size, DX_CONNECT_OPTIONS_SIZE_1_1));
+    }
+    ConnectSettings settings;
+    settings.address = address;
+    if (opts.connect_timeout_ms != 0) settings.connect_timeout_ms = opts.connect_timeout_ms;
+    if (opts.request_timeout_ms != 0) settings.request_timeout_ms = opts.request_timeout_ms;
+    if (opts.client_name != nullptr) {
+      settings.client_name = opts.client_name;
+      DX_REQUIRE(settings.client_name.size() <= 256, "%s: client_name is longer than 256 bytes",
+                 kWhere);
+    }
+    auto rt = std::make_unique<Runtime>();
+    rt->core = std::make_shared<Core>();
+    rt->core->remote = true;
+    if (dx_status_t st = RemoteConnection::Connect(settings, &rt->remote, kWhere)) return st;
+    return Issue(std::move(rt), out_runtime, kWhere);
   });
 }

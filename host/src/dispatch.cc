@@ -10,6 +10,7 @@
 
 #include "deepx/ops.h"
 #include "internal.h"
+#include "remote.h"
 
 namespace deepx::host {
 
@@ -454,6 +455,16 @@ dx_status_t NoKernel(const Core& core, const Op& op, int32_t device_type, bool b
   return Fail(DX_UNSUPPORTED, msg);
 }
 
+// A tensor of a runtime connected to deepxd, passed to an in-process runtime's invoke: its memory
+// is in the daemon, out of this process's kernels' reach.
+dx_status_t RemoteTensorRefused(const char* what, int32_t i) {
+  return Failf(DX_INVALID_ARGUMENT,
+               "dx_invoke: %s %d is a tensor of a runtime connected to deepxd; an in-process "
+               "runtime cannot compute on it (copy it into one of this runtime's tensors with "
+               "dx_tensor_copy())",
+               what, i);
+}
+
 }  // namespace
 
 const OpSchema* FindSchema(std::string_view op_name) {
@@ -469,6 +480,10 @@ dx_status_t Invoke(const dx_runtime_t* runtime_handle, dx_op_id_t id,
                    const dx_attrs_t* attrs_handle, const dx_invoke_options_t* options) {
   Runtime* runtime = nullptr;
   if (dx_status_t st = Resolve(runtime_handle, "dx_invoke", "runtime", &runtime)) return st;
+  if (runtime->remote) {
+    return RemoteInvoke(*runtime, id, input_handles, num_inputs, output_handles, num_outputs,
+                        attrs_handle, options);
+  }
   Core& core = *runtime->core;
   if (num_inputs < 0 || num_outputs < 0 || num_inputs > 64 || num_outputs > 64 ||
       (num_inputs > 0 && input_handles == nullptr) ||
@@ -484,6 +499,7 @@ dx_status_t Invoke(const dx_runtime_t* runtime_handle, dx_op_id_t id,
     if (dx_status_t st = Resolve(input_handles[i], "dx_invoke", "an input", &inputs[i])) {
       return Failf(st, "%s (input %d)", PendingMessage().c_str(), i);
     }
+    if (inputs[i]->remote) return RemoteTensorRefused("input", i);
   }
   for (int32_t i = 0; i < num_outputs; ++i) {
     outputs[i] = nullptr;
@@ -491,6 +507,7 @@ dx_status_t Invoke(const dx_runtime_t* runtime_handle, dx_op_id_t id,
     if (dx_status_t st = Resolve(output_handles[i], "dx_invoke", "an output", &outputs[i])) {
       return Failf(st, "%s (output %d)", PendingMessage().c_str(), i);
     }
+    if (outputs[i]->remote) return RemoteTensorRefused("output", i);
   }
   Attrs* attrs = nullptr;
   if (attrs_handle != nullptr) {

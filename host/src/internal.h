@@ -124,6 +124,8 @@ inline uint64_t DtypeBytes(dx_dtype_t d) { return (((d >> 8) & 0xFFu) + 7u) / 8u
 // (Core's members are defined in loader.cc; Storage::Release and AttrView in tensor.cc.)
 
 struct Plugin;
+class RemoteConnection;  // remote.h: a runtime's connection to deepxd
+struct RemoteTensor;     // remote.h: a tensor's handle in deepxd
 
 struct Kernel {
   int32_t plugin_index = -1;
@@ -257,13 +259,16 @@ struct Core {
   std::atomic<int64_t> live_tensors{0};  // tensor handles of this runtime not yet destroyed
   dx_log_fn log = nullptr;               // the options' callback, or null for stderr
   void* log_user_data = nullptr;
+  bool remote = false;  // the (empty) Core of a runtime connected to deepxd: no local devices
   ~Core();
   const MemorySpace* FindSpace(DLDevice device) const;
 };
 
-// What a runtime handle names.
+// What a runtime handle names. A remote runtime (dx_runtime_connect) has `remote` set and an
+// empty Core with `remote` true; its calls go to the connection (remote.cc).
 struct Runtime {
   std::shared_ptr<Core> core;
+  std::shared_ptr<RemoteConnection> remote;
 };
 
 // Tensor storage: refcounted; freed through its memory space, or through the DLPack deleter of
@@ -283,7 +288,9 @@ struct Storage {
   void Release();
 };
 
-// What a tensor handle names: a view of a storage. Keeps its runtime's Core alive.
+// What a tensor handle names: a view of a storage. Keeps its runtime's Core alive. A tensor of a
+// remote runtime has `remote` set (its handle in deepxd, freed there when this goes), an empty
+// Storage and `dl.data` null: its bytes move only through remote.cc, never through `dl`.
 struct Tensor {
   DLTensor dl{};
   std::vector<int64_t> shape;
@@ -291,6 +298,7 @@ struct Tensor {
   Storage* storage = nullptr;
   int32_t device_index = -1;
   std::shared_ptr<Core> core;  // counted in core->live_tensors while set
+  std::shared_ptr<RemoteTensor> remote;
   Tensor() = default;
   Tensor(const Tensor&) = delete;
   Tensor& operator=(const Tensor&) = delete;

@@ -972,6 +972,13 @@ DX_EXPORT dx_error_t* dx_safetensors_load(dx_runtime_t* runtime, const char* pat
       return Fail(DX_INVALID_ARGUMENT, "dx_safetensors_load: path is null or empty");
     }
     if (out_file == nullptr) return Fail(DX_INVALID_ARGUMENT, "dx_safetensors_load: out_file is null");
+    if (rt->core->remote) {
+      // It allocates through the runtime's devices in this process; a remote runtime has none.
+      return Fail(DX_UNSUPPORTED,
+                  "dx_safetensors_load: not available on a runtime connected to deepxd: it "
+                  "allocates in devices of this process, of which a remote runtime has none "
+                  "(load into an in-process runtime and dx_tensor_copy() the tensors over)");
+    }
     std::unique_ptr<SafetensorsFile> file;
     if (dx_status_t st = Load(rt, path, device_index, &file)) return st;
     uint64_t h = Handles(HandleKind::kSafetensors).Add(file.get());

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "internal.h"
+#include "remote.h"
 
 namespace deepx::host {
 
@@ -365,6 +366,12 @@ dx_status_t CreateTensor(const std::shared_ptr<Core>& core_ptr, int32_t device_i
                          dx_dtype_t dtype, const int64_t* shape, int32_t ndim,
                          std::unique_ptr<Tensor>* out, const char* where) {
   Core& core = *core_ptr;
+  if (core.remote) {
+    return Failf(DX_UNSUPPORTED,
+                 "%s: not available on a runtime connected to deepxd: it has no devices in this "
+                 "process (create the tensors with dx_tensor_create() and write them)",
+                 where);
+  }
   if (device_index < 0 || device_index >= static_cast<int32_t>(core.spaces.size())) {
     return Failf(DX_OUT_OF_RANGE, "%s: device index %d out of range (%zu devices)",
                  where, device_index, core.spaces.size());
@@ -495,6 +502,7 @@ dx_status_t TensorWrite(Tensor* tensor, const void* data, uint64_t size, const c
   uint64_t elem = 0, want = 0;
   if (dx_status_t st = CheckTransfer(tensor, data, size, where, &elem, &want)) return st;
   if (want == 0) return DX_OK;
+  if (tensor->remote) return tensor->remote->connection->Write(*tensor, data, want, where);
   if (tensor->storage->read_only) {
     return Failf(DX_INVALID_ARGUMENT, "%s: the tensor is a read-only import", where);
   }
@@ -535,6 +543,7 @@ dx_status_t TensorRead(const Tensor* tensor, void* data, uint64_t size, const ch
   uint64_t elem = 0, want = 0;
   if (dx_status_t st = CheckTransfer(tensor, data, size, where, &elem, &want)) return st;
   if (want == 0) return DX_OK;
+  if (tensor->remote) return tensor->remote->connection->Read(*tensor, data, want, where);
   if (HostAccessible(tensor)) {
     char* dst = static_cast<char*>(data);
     const char* base = FirstByte(tensor->dl);
@@ -600,6 +609,13 @@ dx_status_t ImportManaged(dx_runtime_t* runtime, Managed* managed, dx_tensor_t**
   if (out_tensor == nullptr) {
     return refuse(DX_INVALID_ARGUMENT, std::string(where) + ": out_tensor is null");
   }
+  if (rt->remote) {
+    return refuse(DX_UNSUPPORTED,
+                  std::string(where) + ": not available on a runtime connected to deepxd at " +
+                      rt->remote->address() +
+                      ": the daemon cannot reach this process's memory (copy the data in with "
+                      "dx_tensor_create() and dx_tensor_write()); the tensor was released");
+  }
   if constexpr (kVersioned) {
     if (managed->version.major != 1) {
       return refuse(DX_VERSION_MISMATCH, std::string(where) +
@@ -616,6 +632,14 @@ dx_status_t ImportManaged(dx_runtime_t* runtime, Managed* managed, dx_tensor_t**
     storage->imported_legacy = managed;
   }
   return ImportCommon(rt, managed->dl_tensor, storage, out_tensor);
+}
+
+// What a remote tensor answers to a call that needs its memory in this process.
+dx_status_t RefuseRemoteMemory(const Tensor& t, const char* where) {
+  return Failf(DX_UNSUPPORTED,
+               "%s: the tensor lives in deepxd at %s and its memory is not reachable from this "
+               "process; read it with dx_tensor_read()",
+               where, t.remote->connection->address().c_str());
 }
 
 // The shape of the tensor queries: resolve the handle, check the out-parameter, answer.
@@ -643,6 +667,22 @@ DX_EXPORT dx_error_t* dx_tensor_create(dx_runtime_t* runtime, int32_t device_ind
     if (dx_status_t st = Resolve(runtime, "dx_tensor_create", "runtime", &rt)) return st;
     DX_REQUIRE(out_tensor != nullptr, "dx_tensor_create: out_tensor is null");
     std::unique_ptr<Tensor> t;
+    if (rt->remote) {
+      constexpr const char* kWhere = "dx_tensor_create";
+      if (!IsKnownDtype(dtype)) {
+        return Fail(DX_UNSUPPORTED, std::string(kWhere) + ": unsupported dtype " + DtypeName(dtype));
+      }
+      int64_t numel = 0;
+      uint64_t bytes = 0;
+      if (dx_status_t st = CheckedNumel(shape, ndim, DtypeBytes(dtype), &numel, &bytes, kWhere)) {
+        return st;
+      }
+      if (dx_status_t st =
+              rt->remote->CreateTensor(rt->core, device_index, dtype, shape, ndim, &t, kWhere)) {
+        return st;
+      }
+      return Issue(std::move(t), out_tensor, kWhere);
+    }
     {
       std::shared_lock<RegistryLock> registry(rt->core->registry);
       if (dx_status_t st = CreateTensor(rt->core, device_index, dtype, shape, ndim, &t,
@@ -662,6 +702,24 @@ DX_EXPORT dx_error_t* dx_tensor_view(const dx_tensor_t* base_handle, const int64
     if (dx_status_t st = Resolve(base_handle, "dx_tensor_view", "base", &base)) return st;
     DX_REQUIRE(out_tensor != nullptr, "dx_tensor_view: out_tensor is null");
     std::unique_ptr<Tensor> t;
+    if (base->remote) {
+      // The shape and strides are checked here; whether the view stays inside the storage, by
+      // the daemon, which knows the storage.
+      constexpr const char* kWhere = "dx_tensor_view";
+      int64_t numel = 0;
+      uint64_t bytes = 0;
+      if (dx_status_t st = CheckedNumel(shape, ndim, DtypeBytes(PackDtype(base->dl.dtype)),
+                                        &numel, &bytes, kWhere)) {
+        return st;
+      }
+      int64_t last = 0;
+      if (dx_status_t st = LastElementOffset(shape, strides, ndim, &last, kWhere)) return st;
+      if (dx_status_t st = base->remote->connection->ViewTensor(*base, shape, strides, ndim,
+                                                                elem_offset, &t, kWhere)) {
+        return st;
+      }
+      return Issue(std::move(t), out_tensor, kWhere);
+    }
     if (dx_status_t st =
             ViewTensor(base, shape, strides, ndim, elem_offset, &t, "dx_tensor_view")) {
       return st;
@@ -677,8 +735,14 @@ DX_EXPORT dx_error_t* dx_tensor_destroy(dx_tensor_t* tensor) {
 }
 
 DX_EXPORT dx_error_t* dx_tensor_dltensor(const dx_tensor_t* handle, const DLTensor** out) {
-  return QueryTensor(handle, "dx_tensor_dltensor", "out", out,
-                     [](const Tensor& t) { return &t.dl; });
+  return Guard([&]() -> dx_status_t {
+    Tensor* tensor = nullptr;
+    if (dx_status_t st = Resolve(handle, "dx_tensor_dltensor", "tensor", &tensor)) return st;
+    DX_REQUIRE(out != nullptr, "dx_tensor_dltensor: out is null");
+    if (tensor->remote) return RefuseRemoteMemory(*tensor, "dx_tensor_dltensor");
+    *out = &tensor->dl;
+    return DX_OK;
+  });
 }
 
 DX_EXPORT dx_error_t* dx_tensor_ndim(const dx_tensor_t* handle, int32_t* out_ndim) {
@@ -757,6 +821,16 @@ DX_EXPORT dx_error_t* dx_tensor_copy(dx_runtime_t* runtime, dx_tensor_t* dst_han
     uint64_t elem = DtypeBytes(PackDtype(src->dl.dtype));
     uint64_t bytes = static_cast<uint64_t>(Numel(src->dl)) * elem;
     if (bytes == 0) return DX_OK;
+    if (src->remote || dst->remote) {
+      // In one daemon the daemon copies; between a daemon and this process, or two daemons, the
+      // bytes stage through this process.
+      if (src->remote && dst->remote && src->remote->connection == dst->remote->connection) {
+        return src->remote->connection->Copy(*dst, *src, kWhere);
+      }
+      std::vector<char> staging(bytes);
+      if (dx_status_t st = TensorRead(src, staging.data(), bytes, kWhere)) return st;
+      return TensorWrite(dst, staging.data(), bytes, kWhere);
+    }
     // Views of one storage, or imports of the same memory, may overlap: then stage through a
     // buffer of our own, so the copy reads all of src before it writes any of dst (a memcpy of
     // overlapping ranges is undefined).
@@ -813,6 +887,7 @@ DX_EXPORT dx_error_t* dx_tensor_to_dlpack(const dx_tensor_t* handle,
     Tensor* tensor = nullptr;
     if (dx_status_t st = Resolve(handle, "dx_tensor_to_dlpack", "tensor", &tensor)) return st;
     DX_REQUIRE(out_managed != nullptr, "dx_tensor_to_dlpack: out_managed is null");
+    if (tensor->remote) return RefuseRemoteMemory(*tensor, "dx_tensor_to_dlpack");
     auto m = std::make_unique<dx_dlpack_versioned_t>();
     std::memset(m.get(), 0, sizeof(dx_dlpack_versioned_t));
     m->version.major = 1;
@@ -833,6 +908,7 @@ DX_EXPORT dx_error_t* dx_tensor_to_dlpack_legacy(const dx_tensor_t* handle,
       return st;
     }
     DX_REQUIRE(out_managed != nullptr, "dx_tensor_to_dlpack_legacy: out_managed is null");
+    if (tensor->remote) return RefuseRemoteMemory(*tensor, "dx_tensor_to_dlpack_legacy");
     if (tensor->storage->read_only) {
       // The legacy struct has no flags: its consumer could not know it must not write.
       return Fail(DX_UNSUPPORTED,
