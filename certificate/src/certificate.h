@@ -145,6 +145,14 @@ std::string LibraryVersion(const std::string& path);
 // line each (empty: none differs). Libraries not loaded here, and libraries loaded here that
 // the certificate does not record, change nothing.
 std::vector<std::string> ChangedLibraries(const std::vector<Library>& recorded);
+// The dynamic section of an ELF shared object (64-bit, this machine's byte order) open as `fd`:
+// its DT_NEEDED names and its search path (DT_RUNPATH entries, then DT_RPATH's, unexpanded).
+// False when it cannot be read; every offset is checked against the file.
+struct DynamicSection {
+  std::vector<std::string> needed;
+  std::vector<std::string> search_path;
+};
+bool ReadDynamicSection(int fd, DynamicSection* out);
 // "GenuineIntel family 6 model 143 (Intel(R) Xeon(R) Platinum 8480+)" from /proc/cpuinfo, or
 // the machine name when it has no such fields.
 std::string CpuDescription();

@@ -1,4 +1,5 @@
 // What else decides a plugin's numbers: the libraries loaded with it and the CPU (certificate.h).
+#include <elf.h>
 #include <fcntl.h>
 #include <gnu/libc-version.h>
 #include <link.h>
@@ -6,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -78,6 +80,69 @@ std::vector<std::string> ChangedLibraries(const std::vector<Library>& recorded) 
     if (here != lib.version) changed.push_back(lib.name + ": recorded " + lib.version + ", loaded " + here);
   }
   return changed;
+}
+
+bool ReadDynamicSection(int fd, DynamicSection* out) {
+  *out = DynamicSection{};
+  auto read_at = [fd](void* dst, uint64_t n, uint64_t offset) {
+    return ::pread(fd, dst, n, static_cast<off_t>(offset)) == static_cast<ssize_t>(n);
+  };
+  Elf64_Ehdr eh;
+  if (!read_at(&eh, sizeof eh, 0) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+      eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof(Elf64_Phdr)) {
+    return false;
+  }
+  std::vector<Elf64_Phdr> loads;
+  Elf64_Phdr dynamic{};
+  bool have_dynamic = false;
+  for (uint16_t i = 0; i < eh.e_phnum; ++i) {
+    Elf64_Phdr ph;
+    if (!read_at(&ph, sizeof ph, eh.e_phoff + static_cast<uint64_t>(i) * sizeof ph)) return false;
+    if (ph.p_type == PT_LOAD) loads.push_back(ph);
+    if (ph.p_type == PT_DYNAMIC) {
+      dynamic = ph;
+      have_dynamic = true;
+    }
+  }
+  if (!have_dynamic || dynamic.p_filesz > (1u << 20)) return false;
+  std::vector<Elf64_Dyn> dyn(dynamic.p_filesz / sizeof(Elf64_Dyn));
+  if (dyn.empty() || !read_at(dyn.data(), dyn.size() * sizeof(Elf64_Dyn), dynamic.p_offset)) return false;
+  uint64_t strtab = 0, strsz = 0;
+  std::vector<uint64_t> needed, runpath, rpath;
+  for (const auto& d : dyn) {
+    if (d.d_tag == DT_NULL) break;
+    if (d.d_tag == DT_STRTAB) strtab = d.d_un.d_ptr;
+    if (d.d_tag == DT_STRSZ) strsz = d.d_un.d_val;
+    if (d.d_tag == DT_NEEDED) needed.push_back(d.d_un.d_val);
+    if (d.d_tag == DT_RUNPATH) runpath.push_back(d.d_un.d_val);
+    if (d.d_tag == DT_RPATH) rpath.push_back(d.d_un.d_val);
+  }
+  if (strsz == 0 || strsz > (16u << 20)) return false;
+  uint64_t strtab_offset = UINT64_MAX;
+  for (const auto& ph : loads) {
+    if (strtab >= ph.p_vaddr && strtab - ph.p_vaddr < ph.p_filesz && strsz <= ph.p_filesz - (strtab - ph.p_vaddr))
+      strtab_offset = ph.p_offset + (strtab - ph.p_vaddr);
+  }
+  if (strtab_offset == UINT64_MAX) return false;
+  std::string strings(strsz, '\0');
+  if (!read_at(strings.data(), strsz, strtab_offset)) return false;
+  auto string_at = [&](uint64_t offset) {
+    return offset < strings.size() ? std::string(strings.c_str() + offset) : std::string();
+  };
+  for (uint64_t n : needed) out->needed.push_back(string_at(n));
+  for (const auto* list : {&runpath, &rpath}) {
+    for (uint64_t entry : *list) {
+      const std::string text = string_at(entry);
+      size_t start = 0;
+      while (start <= text.size()) {
+        const size_t colon = text.find(':', start);
+        out->search_path.push_back(text.substr(start, colon == std::string::npos ? std::string::npos : colon - start));
+        if (colon == std::string::npos) break;
+        start = colon + 1;
+      }
+    }
+  }
+  return true;
 }
 
 std::string CpuDescription() {

@@ -414,8 +414,9 @@ int certify(const Options& opt, const std::vector<std::string>& argv) {
   } guard{rt};
 
   Loaded plugin, reference;
-  // The libraries the plugin brings: those loaded by loading it (before the reference is), and
-  // the C library (glibc's libm decides the numbers of exp, log, ...). Recorded in the certificate.
+  // The libraries the plugin brings: those loaded by loading it (before the reference is), those
+  // it names as DT_NEEDED (the runner may have loaded one already, as it does OpenBLAS), and the
+  // C library (glibc's libm decides the numbers of exp, log, ...). Recorded in the certificate.
   const std::vector<deepx::cert::Library> before = deepx::cert::LoadedLibraries();
   const bool plugin_loaded = load(rt, opt.plugin, plugin, error);
   std::vector<std::pair<std::string, std::string>> libraries;
@@ -423,8 +424,15 @@ int certify(const Options& opt, const std::vector<std::string>& argv) {
     std::set<std::string> had;
     for (const auto& l : before) had.insert(l.name);
     const std::string own = plugin.info.path ? fs::path(plugin.info.path).filename().string() : std::string();
+    std::set<std::string> needed = {"libc.so.6"};
+    deepx::cert::DynamicSection dynamic;
+    const int fd = plugin.info.path ? ::open(plugin.info.path, O_RDONLY | O_CLOEXEC) : -1;
+    if (fd >= 0) {
+      if (deepx::cert::ReadDynamicSection(fd, &dynamic)) needed.insert(dynamic.needed.begin(), dynamic.needed.end());
+      ::close(fd);
+    }
     for (const auto& l : deepx::cert::LoadedLibraries())
-      if ((!had.count(l.name) || l.name == "libc.so.6") && l.name != own) libraries.emplace_back(l.name, l.version);
+      if ((!had.count(l.name) || needed.count(l.name)) && l.name != own) libraries.emplace_back(l.name, l.version);
   }
   if (!plugin_loaded || !load(rt, opt.reference, reference, error)) {
     std::fprintf(stderr, "deepx-certify: %s\n", error.c_str());

@@ -455,78 +455,23 @@ dx_status_t SealPluginFile(const std::string& path, SealedImage* out) {
   return DX_OK;
 }
 
-// Reads `n` bytes at `offset` of `fd`, false when they are not all there.
-bool ReadAt(int fd, void* out, uint64_t n, uint64_t offset) {
-  return ::pread(fd, out, n, static_cast<off_t>(offset)) == static_cast<ssize_t>(n);
-}
-
 // Loads the direct dependencies of the ELF shared object in `fd` that its RUNPATH/RPATH finds
 // through `$ORIGIN`, with `$ORIGIN` taken as `origin` (the plugin's real directory). Best
 // effort: anything it cannot read is left to the dynamic loader (which then reports it).
 void PreloadOriginDependencies(int fd, const std::string& origin) {
-  Elf64_Ehdr eh;
-  if (!ReadAt(fd, &eh, sizeof eh, 0) || eh.e_phentsize != sizeof(Elf64_Phdr)) return;
-  std::vector<Elf64_Phdr> loads;
-  Elf64_Phdr dynamic{};
-  bool have_dynamic = false;
-  for (uint16_t i = 0; i < eh.e_phnum; ++i) {
-    Elf64_Phdr ph;
-    if (!ReadAt(fd, &ph, sizeof ph, eh.e_phoff + static_cast<uint64_t>(i) * sizeof ph)) return;
-    if (ph.p_type == PT_LOAD) loads.push_back(ph);
-    if (ph.p_type == PT_DYNAMIC) {
-      dynamic = ph;
-      have_dynamic = true;
-    }
-  }
-  if (!have_dynamic || dynamic.p_filesz > (1u << 20)) return;
-  std::vector<Elf64_Dyn> dyn(dynamic.p_filesz / sizeof(Elf64_Dyn));
-  if (dyn.empty() || !ReadAt(fd, dyn.data(), dyn.size() * sizeof(Elf64_Dyn), dynamic.p_offset)) return;
-  uint64_t strtab = 0, strsz = 0, runpath = UINT64_MAX, rpath = UINT64_MAX;
-  std::vector<uint64_t> needed;
-  for (const auto& d : dyn) {
-    if (d.d_tag == DT_NULL) break;
-    if (d.d_tag == DT_STRTAB) strtab = d.d_un.d_ptr;
-    if (d.d_tag == DT_STRSZ) strsz = d.d_un.d_val;
-    if (d.d_tag == DT_NEEDED) needed.push_back(d.d_un.d_val);
-    if (d.d_tag == DT_RUNPATH) runpath = d.d_un.d_val;
-    if (d.d_tag == DT_RPATH) rpath = d.d_un.d_val;
-  }
-  if (strsz == 0 || strsz > (16u << 20) || (runpath == UINT64_MAX && rpath == UINT64_MAX)) return;
-  uint64_t strtab_offset = UINT64_MAX;
-  for (const auto& ph : loads) {
-    if (strtab >= ph.p_vaddr && strtab - ph.p_vaddr < ph.p_filesz &&
-        strsz <= ph.p_filesz - (strtab - ph.p_vaddr)) {
-      strtab_offset = ph.p_offset + (strtab - ph.p_vaddr);
-    }
-  }
-  if (strtab_offset == UINT64_MAX) return;
-  std::string strings(strsz, '\0');
-  if (!ReadAt(fd, strings.data(), strsz, strtab_offset)) return;
-  auto string_at = [&](uint64_t offset) {
-    return offset < strings.size() ? std::string(strings.c_str() + offset) : std::string();
-  };
-  std::vector<std::string> dirs;
-  for (uint64_t entry : {runpath, rpath}) {
-    if (entry == UINT64_MAX) continue;
-    std::string list = string_at(entry);
-    size_t start = 0;
-    while (start <= list.size()) {
-      size_t colon = list.find(':', start);
-      std::string dir = list.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
-      for (const char* token : {"${ORIGIN}", "$ORIGIN"}) {
-        for (size_t at; (at = dir.find(token)) != std::string::npos;) {
-          dir.replace(at, std::strlen(token), origin);
-        }
+  cert::DynamicSection dynamic;
+  if (!cert::ReadDynamicSection(fd, &dynamic)) return;
+  std::vector<std::string> dirs;  // only the entries that name $ORIGIN, expanded
+  for (std::string dir : dynamic.search_path) {
+    bool named = false;
+    for (const char* token : {"${ORIGIN}", "$ORIGIN"}) {
+      for (size_t at; (at = dir.find(token)) != std::string::npos; named = true) {
+        dir.replace(at, std::strlen(token), origin);
       }
-      if (dir != list.substr(start, colon == std::string::npos ? std::string::npos : colon - start)) {
-        dirs.push_back(dir);  // only the entries that named $ORIGIN
-      }
-      if (colon == std::string::npos) break;
-      start = colon + 1;
     }
+    if (named) dirs.push_back(dir);
   }
-  for (uint64_t n : needed) {
-    const std::string name = string_at(n);
+  for (const std::string& name : dynamic.needed) {
     if (name.empty() || name.find('/') != std::string::npos) continue;
     for (const auto& dir : dirs) {
       const std::string candidate = dir + "/" + name;

@@ -171,8 +171,10 @@ typedef uint64_t dx_runtime_flags_t;
 /** Ignore DEEPX_PLUGIN_PATH: neither dx_runtime_load_plugin() (by name) nor
     dx_runtime_load_search_path() look there. @since 1.0 */
 #define DX_RUNTIME_FLAG_IGNORE_ENV ((dx_runtime_flags_t)1u << 0)
-/** Trust-gated dispatch: run a kernel only if a valid certificate (written by `deepx certify`)
-    covers its plugin binary (by SHA-256), op, device type and dtypes; otherwise dx_invoke()
+/** Trust-gated dispatch: run a kernel only if a valid certificate (written by
+    `deepx certify --sign KEY`, signed by a key of the trust store: DEEPX_TRUST_DIR, else
+    `<prefix>/share/deepx/trusted-keys`) covers its plugin binary (by SHA-256 of the bytes
+    loaded, hashed before any plugin code runs), op, device type and dtypes; otherwise dx_invoke()
     refuses with ::DX_PERMISSION_DENIED. Also turned on by DEEPX_REQUIRE_CERTIFIED=1 in the
     environment (unless ::DX_RUNTIME_FLAG_IGNORE_ENV). @since 1.0 */
 #define DX_RUNTIME_FLAG_REQUIRE_CERTIFIED ((dx_runtime_flags_t)1u << 1)
@@ -329,9 +331,14 @@ DX_MUST_USE DX_EXPORT dx_error_t* dx_runtime_plugin_count(const dx_runtime_t* ru
     @since 1.0 */
 typedef enum dx_certification {
   DX_CERTIFICATION_NONE = 0,    /**< No certificate file was found. */
-  DX_CERTIFICATION_VALID = 1,   /**< A certificate matches the plugin binary's SHA-256. */
-  DX_CERTIFICATION_INVALID = 2  /**< A certificate was found but is malformed, names another
-                                     plugin, or was issued for another binary. */
+  DX_CERTIFICATION_VALID = 1,   /**< A certificate grants trust: signed by a key of the trust
+                                     store that is not revoked, over the SHA-256 of the bytes
+                                     loaded, with a CERTIFIED verdict (docs/conformance.md). */
+  DX_CERTIFICATION_INVALID = 2  /**< A certificate was found but grants nothing: malformed, of
+                                     another plugin or binary, unsigned, signed by an untrusted
+                                     or revoked key, edited after signing, not CERTIFIED, of
+                                     another build, or recording a library loaded here in
+                                     another version. `certification_note` says which. */
 } dx_certification_t;
 
 /** @brief What a loaded plugin declared. Strings are borrowed for the runtime's lifetime.
