@@ -83,9 +83,12 @@ class Owned:
         self._closing = True
         self._h = None
         try:
-            warnings.warn(f"deepx: a {self._kind} was never closed; its finalizer destroys "
-                          "it (close it, or use it in a `with` block)", ResourceWarning,
-                          stacklevel=2)
             self._destroy(handle)
         except Exception:  # noqa: BLE001 (a finalizer must not raise)
+            pass
+        try:
+            warnings.warn(f"deepx: a {self._kind} was never closed; its finalizer destroyed "
+                          "it (close it, or use it in a `with` block)", ResourceWarning,
+                          stacklevel=2)
+        except Exception:  # noqa: BLE001 (-W error turns the warning into an exception)
             pass
