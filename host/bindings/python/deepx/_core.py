@@ -647,7 +647,17 @@ class Tensor(Owned):
             if copy is False:
                 raise BufferError("deepx: a remote tensor's memory is in the daemon; it can be "
                                   "exported only as a copy (copy=None or True)")
-            return self.numpy().__dlpack__()
+            code = self.dtype.code if isinstance(self.dtype, dtypes.DType) else int(self.dtype)
+            buffer = bytearray(self.nbytes)
+            h = self._use()
+            try:
+                if buffer:
+                    data = (ctypes.c_char * len(buffer)).from_buffer(buffer)
+                    _check(_lib_.dx_tensor_read(h, data, len(buffer)))
+                    del data
+            finally:
+                self._done()
+            return _dlpack.make_host_capsule(buffer, self.shape, code)
         versioned = max_version is not None and tuple(max_version)[0] >= 1
         source = self
         if copy:

@@ -149,3 +149,40 @@ def take_capsule(capsule):
         _pending.pop(ctypes.addressof(wrapper))
         raise BufferError("deepx: could not mark the DLPack capsule as consumed")
     return ctypes.addressof(wrapper), versioned
+
+
+# --- host copies (the export of a remote tensor) ----------------------------------------------
+
+# Host buffers exported by make_host_capsule(), by managed-tensor address, until their deleter.
+_host_exports = {}
+
+
+def _host_deleter(managed):
+    _host_exports.pop(ctypes.addressof(managed.contents), None)
+
+
+_HOST_DELETER = _lib.DLManagedTensorDeleter(_host_deleter)
+_py.Py_IncRef(ctypes.py_object(_HOST_DELETER))
+_py.Py_IncRef(ctypes.py_object(_host_exports))
+
+
+def make_host_capsule(buffer, shape, dtype_code):
+    """A legacy capsule of a compact row-major CPU tensor of `shape` and packed dtype
+    `dtype_code` over `buffer` (a writable bytes-like object kept alive until the deleter)."""
+    managed = _lib.DLManagedTensor()
+    ndim = len(shape)
+    dims = (ctypes.c_int64 * max(ndim, 1))(*shape)
+    data = (ctypes.c_char * len(buffer)).from_buffer(buffer) if len(buffer) else None
+    managed.dl_tensor.data = ctypes.addressof(data) if data is not None else None
+    managed.dl_tensor.device.device_type = 1  # kDLCPU
+    managed.dl_tensor.device.device_id = 0
+    managed.dl_tensor.ndim = ndim
+    managed.dl_tensor.dtype.code = dtype_code & 0xFF
+    managed.dl_tensor.dtype.bits = (dtype_code >> 8) & 0xFF
+    managed.dl_tensor.dtype.lanes = dtype_code >> 16
+    managed.dl_tensor.shape = ctypes.cast(dims, ctypes.POINTER(ctypes.c_int64))
+    managed.dl_tensor.strides = None
+    managed.dl_tensor.byte_offset = 0
+    managed.deleter = _HOST_DELETER
+    _host_exports[ctypes.addressof(managed)] = (managed, dims, data, buffer)
+    return make_capsule(ctypes.addressof(managed), False)

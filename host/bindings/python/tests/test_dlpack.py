@@ -193,3 +193,52 @@ def test_not_a_dlpack_object(local_rt):
         deepx.from_dlpack([1, 2, 3], local_rt)
     with pytest.raises(TypeError):
         deepx.from_dlpack(np.ones(2), "not a runtime")
+
+
+# --- dtypes and layouts -----------------------------------------------------------------------
+
+def test_strided_imports(local_rt):
+    arr = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]
+    with deepx.from_dlpack(arr, local_rt) as t:
+        assert t.shape == (3, 2) and t.data_ptr == arr.ctypes.data
+        np.testing.assert_array_equal(t.numpy(), arr)
+    tt = torch.arange(12.0).reshape(3, 4).t()
+    with deepx.from_dlpack(tt, local_rt) as t, ops.add(t, t) as twice:
+        np.testing.assert_array_equal(twice.numpy(), (tt * 2).numpy())
+
+
+def test_bf16_and_f16_through_torch(rt):
+    tb = torch.tensor([1.5, -2.0, 3.25], dtype=torch.bfloat16)
+    if rt.remote:
+        with rt.empty((3,), deepx.bf16) as t, rt.asarray(np.ones(3, np.float32)) as f:
+            ops.cast(f, out=t, dtype=deepx.bf16)
+            assert torch.from_dlpack(t).tolist() == [1.0, 1.0, 1.0]
+        return
+    with deepx.from_dlpack(tb, rt) as t, ops.add(t, t) as twice:
+        assert t.dtype == deepx.bf16
+        with pytest.raises(deepx.UnsupportedError):
+            t.numpy()  # NumPy has no bf16
+        assert torch.from_dlpack(twice).tolist() == [3.0, -4.0, 6.5]
+    th = torch.tensor([0.5, 1.0], dtype=torch.float16)
+    with deepx.from_dlpack(th, rt) as t:
+        assert t.dtype == deepx.f16 and t.numpy().tolist() == [0.5, 1.0]
+
+
+def test_consumer_that_refuses_leaves_capsule_to_be_freed(local_rt):
+    """torch 1.13 knows no DLPack bool (code 6): it refuses the capsule without taking it, and
+    the capsule's destructor frees the export."""
+    base = live_allocations(local_rt)
+    with local_rt.asarray(np.array([True, False, True])) as t:
+        assert t.dtype == deepx.bool_ and t.numpy().tolist() == [True, False, True]
+        with pytest.raises(RuntimeError, match="Unsupported code 6"):
+            torch.from_dlpack(t)
+    gc.collect()
+    assert live_allocations(local_rt) == base
+
+
+def test_import_of_unsupported_dtype_releases_producer(local_rt):
+    tc = torch.ones(2, dtype=torch.complex64)
+    with pytest.raises(deepx.UnsupportedError, match="dtype"):
+        deepx.from_dlpack(tc, local_rt)
+    tc += 1  # the producer's tensor is intact and no longer exported
+    assert tc.real.tolist() == [2.0, 2.0]

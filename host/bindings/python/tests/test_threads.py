@@ -126,3 +126,42 @@ def test_close_while_other_threads_use_it(rt):
         assert t._h is None  # destroyed
         with pytest.raises(deepx.ClosedError):
             t.numpy()
+
+
+def test_plugin_load_while_other_threads_invoke(new_rt):
+    """host.h: a load may run while other threads invoke on the same runtime."""
+    import os
+    if new_rt.remote:
+        with pytest.raises(deepx.UnsupportedError):
+            new_rt.load_plugin("reference")
+        return
+    cpu = [p.path for p in new_rt.plugins()][0]
+    reference = os.path.join(os.path.dirname(cpu), "libdeepx-plugin-reference.so")
+    if not os.path.exists(reference):
+        pytest.skip(f"no reference plugin next to the cpu plugin ({reference})")
+    stop = threading.Event()
+    failures = []
+    shared = new_rt.asarray(np.arange(16, dtype=np.float32))
+
+    def work():
+        while not stop.is_set():
+            try:
+                with ops.add(shared, shared) as s:
+                    if s.numpy()[3] != 6.0:
+                        failures.append("wrong")
+            except Exception as e:  # noqa: BLE001 (reported below)
+                failures.append(repr(e))
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        index = new_rt.load_plugin(reference)
+    finally:
+        time.sleep(0.05)
+        stop.set()
+        for t in threads:
+            t.join()
+        shared.close()
+    assert index == 1 and [p.name for p in new_rt.plugins()] == ["cpu", "reference"]
+    assert failures == []
