@@ -696,12 +696,14 @@ def to_dlpack(tensor):
     return tensor.to_dlpack()
 
 
-def from_dlpack(obj, runtime):
+def from_dlpack(obj, runtime=None):
     """Imports `obj` into `runtime` without copying: an object with __dlpack__ (a NumPy array,
     a torch tensor, a deepx Tensor) or a DLPack capsule ("dltensor" or "dltensor_versioned").
     The tensor shares the producer's memory: writes through either are visible to the other.
     The producer's memory stays alive until the returned tensor (and its views and exports)
-    are closed."""
+    are closed. `runtime` may be left out for a deepx Tensor (its own runtime is used)."""
+    if runtime is None and isinstance(obj, Tensor):
+        runtime = obj.runtime
     if not isinstance(runtime, Runtime):
         raise TypeError("deepx.from_dlpack(obj, runtime): runtime must be a deepx.Runtime, not "
                         f"{type(runtime).__name__}")

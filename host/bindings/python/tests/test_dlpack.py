@@ -98,6 +98,8 @@ def test_deepx_from_deepx_versioned_capsule(local_rt):
         # A deepx Tensor is itself a producer: from_dlpack(tensor) asks for the versioned form.
         with deepx.from_dlpack(src, local_rt) as t2:
             assert t2.data_ptr == src.data_ptr
+        with deepx.from_dlpack(src) as t3:  # a deepx Tensor's own runtime by default
+            assert t3.data_ptr == src.data_ptr and t3.runtime is local_rt
 
 
 def test_import_into_remote_runtime_is_refused(rt):
@@ -193,6 +195,8 @@ def test_not_a_dlpack_object(local_rt):
         deepx.from_dlpack([1, 2, 3], local_rt)
     with pytest.raises(TypeError):
         deepx.from_dlpack(np.ones(2), "not a runtime")
+    with pytest.raises(TypeError, match="runtime"):
+        deepx.from_dlpack(np.ones(2))  # a foreign array needs the runtime to import into
 
 
 # --- dtypes and layouts -----------------------------------------------------------------------
