@@ -30,18 +30,24 @@ class Owned:
         self._closing = False
 
     def _use(self):
-        with self._lock:
-            if self._closing:
-                raise ClosedError(f"deepx: the {self._kind} is closed", 8)
-            self._uses += 1
-            return self._h
+        lock = self._lock
+        lock.acquire()
+        if self._closing:
+            lock.release()
+            raise ClosedError(f"deepx: the {self._kind} is closed", 8)
+        self._uses += 1
+        lock.release()
+        return self._h
 
     def _done(self):
-        with self._lock:
-            self._uses -= 1
-            if self._uses or not self._closing or self._h is None:
-                return
-            handle, self._h = self._h, None
+        lock = self._lock
+        lock.acquire()
+        self._uses -= 1
+        if self._uses or not self._closing or self._h is None:
+            lock.release()
+            return
+        handle, self._h = self._h, None
+        lock.release()
         self._destroy(handle)
 
     @property
