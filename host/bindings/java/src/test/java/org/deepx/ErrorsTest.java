@@ -158,4 +158,55 @@ class ErrorsTest {
       }
     }
   }
+
+  /**
+   * A daemon that dies while calls are in flight: each call completes or fails with UNAVAILABLE,
+   * later calls fail with it at once, and closing the handles still succeeds. Remote mode only
+   * (it starts a daemon of its own, so that the suite's stays up).
+   */
+  @Test
+  void daemonDiesMidCall() throws Exception {
+    if (!Fixture.REMOTE) {
+      return; // in-process there is no daemon to lose; the remote run covers this
+    }
+    Fixture.runtime().close(); // skips (by assumption) where the remote run cannot happen
+    Fixture.Daemon d = Fixture.startDaemon();
+    try {
+      Runtime rt = Runtime.connect(d.address);
+      int dev = rt.findDevice("cpu");
+      final int n = 512;
+      Tensor a = rt.tensor(dev, new float[n * n], n, n);
+      Tensor y = rt.tensor(dev, DType.F32, n, n);
+      Op mm = rt.op("dx.matmul");
+      java.util.concurrent.ExecutorService pool =
+          java.util.concurrent.Executors.newFixedThreadPool(4);
+      java.util.List<java.util.concurrent.Future<?>> calls = new java.util.ArrayList<>();
+      for (int i = 0; i < 4; i++) {
+        calls.add(pool.submit(() -> {
+          for (int j = 0; j < 50; j++) {
+            rt.invoke(mm, new Tensor[] {a, a}, new Tensor[] {y}, null);
+          }
+          return null;
+        }));
+      }
+      Thread.sleep(50);
+      d.kill();
+      for (java.util.concurrent.Future<?> call : calls) {
+        try {
+          call.get(60, java.util.concurrent.TimeUnit.SECONDS);
+        } catch (java.util.concurrent.ExecutionException e) {
+          DeepxException de = (DeepxException) e.getCause();
+          assertEquals(Status.UNAVAILABLE, de.status(), de.getMessage());
+        }
+      }
+      pool.shutdown();
+      expect(Status.UNAVAILABLE, a::readFloats);
+      expect(Status.UNAVAILABLE, () -> rt.invoke(mm, new Tensor[] {a, a}, new Tensor[] {y}, null));
+      a.close();
+      y.close();
+      rt.close();
+    } finally {
+      d.stop();
+    }
+  }
 }

@@ -19,7 +19,8 @@ import java.util.concurrent.TimeUnit;
  * <ul>
  *   <li>"inprocess" (default): {@link Runtime#create} plus the CPU plugin at
  *       deepx.test.cpuPlugin;
- *   <li>"remote": a deepxd started here (the binary at deepx.test.deepxd, serving the same plugin)
+ *   <li>"remote": a deepxd started here (the binary at deepx.test.deepxd, run with --socket and
+ *       --plugin for the same plugin)
  *       and {@link Runtime#connect}. Where the host library's dx_runtime_connect refuses or deepxd
  *       is not built, a line starting "SKIPPED:" says why (CTest then reports the test as skipped)
  *       and every test is aborted by an assumption.
@@ -32,6 +33,7 @@ final class Fixture {
 
   static final String CPU_PLUGIN = System.getProperty("deepx.test.cpuPlugin", "");
   static final boolean REMOTE = "remote".equals(System.getProperty("deepx.test.mode"));
+  static final String DEEPXD = System.getProperty("deepx.test.deepxd", "");
   private static final String ADDRESS;
   private static final String SKIP_REASON;
 
@@ -55,14 +57,15 @@ final class Fixture {
           }
         }
       }
-      String deepxd = System.getProperty("deepx.test.deepxd", "");
-      if (deepxd.isEmpty()) {
-        missing.add("deepxd is not built (no CMake target deepxd at configure time)");
-      } else if (!Files.isExecutable(Path.of(deepxd))) {
-        missing.add("deepxd is not at " + deepxd);
+      if (DEEPXD.isEmpty()) {
+        missing.add("deepx.test.deepxd does not name deepxd");
+      } else if (!Files.isExecutable(Path.of(DEEPXD))) {
+        missing.add("deepxd is not built (no " + DEEPXD + ")");
       }
       if (missing.isEmpty()) {
-        address = startDaemon(deepxd);
+        Daemon daemon = startDaemon();
+        java.lang.Runtime.getRuntime().addShutdownHook(new Thread(daemon::stop));
+        address = daemon.address;
       } else {
         StringBuilder b = new StringBuilder(
             "SKIPPED: the remote run of the Java binding's tests needs dx_runtime_connect and deepxd:");
@@ -77,38 +80,63 @@ final class Fixture {
     SKIP_REASON = skip;
   }
 
-  private static String startDaemon(String deepxd) {
-    try {
-      Path dir = Files.createTempDirectory("deepx-java-remote-");
-      Path socket = dir.resolve("deepxd.sock");
-      Path config = dir.resolve("deepxd.toml");
-      Files.writeString(config, "[server]\nsocket = \"" + socket + "\"\n\n[plugins]\npaths = [\""
-          + CPU_PLUGIN + "\"]\n");
-      Process daemon = new ProcessBuilder(deepxd, "--config", config.toString())
-          .redirectErrorStream(true)
-          .redirectOutput(ProcessBuilder.Redirect.INHERIT)
-          .start();
-      java.lang.Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-        daemon.destroy();
-        try {
-          daemon.waitFor(5, TimeUnit.SECONDS);
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
+  /** A deepxd started by the tests, serving the CPU plugin on a socket of its own. */
+  static final class Daemon {
+    final Process process;
+    final Path dir;
+    final String address;
+
+    private Daemon(Process process, Path dir, String address) {
+      this.process = process;
+      this.dir = dir;
+      this.address = address;
+    }
+
+    /** Ends the daemon at once (SIGKILL), as a crash would. */
+    void kill() throws InterruptedException {
+      process.destroyForcibly();
+      process.waitFor(5, TimeUnit.SECONDS);
+    }
+
+    /** Asks the daemon to stop (SIGTERM), then kills it after 5 s. */
+    void stop() {
+      process.destroy();
+      try {
+        if (!process.waitFor(5, TimeUnit.SECONDS)) {
+          kill();
         }
-      }));
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
+  /** Starts deepxd --socket DIR/deepxd.sock --plugin CPU_PLUGIN and waits until it listens. */
+  static Daemon startDaemon() {
+    try {
+      Path dir = Files.createTempDirectory("deepx-java-deepxd-");
+      Path socket = dir.resolve("deepxd.sock");
+      Path log = dir.resolve("deepxd.log"); // the daemon's JSON-lines log, shown if it fails
+      Process process = new ProcessBuilder(
+              DEEPXD, "--socket", socket.toString(), "--plugin", CPU_PLUGIN)
+          .redirectErrorStream(true)
+          .redirectOutput(log.toFile())
+          .start();
+      Daemon d = new Daemon(process, dir, "unix:" + socket);
       long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(15);
       while (true) {
         try (SocketChannel c = SocketChannel.open(StandardProtocolFamily.UNIX)) {
           c.connect(UnixDomainSocketAddress.of(socket));
-          break;
+          return d;
         } catch (IOException e) {
-          if (System.nanoTime() > deadline || !daemon.isAlive()) {
-            throw new IllegalStateException("deepxd did not listen at " + socket, e);
+          if (System.nanoTime() > deadline || !process.isAlive()) {
+            d.stop();
+            throw new IllegalStateException(
+                "deepxd did not listen at " + socket + "; its log:\n" + Files.readString(log), e);
           }
           Thread.sleep(20);
         }
       }
-      return "unix:" + socket;
     } catch (IOException e) {
       throw new IllegalStateException("starting deepxd", e);
     } catch (InterruptedException e) {

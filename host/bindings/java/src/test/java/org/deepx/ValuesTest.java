@@ -215,12 +215,17 @@ class ValuesTest {
       Plugin cpu = rt.plugins().stream().filter(p -> p.name().equals("cpu")).findFirst()
           .orElseThrow();
       assertTrue(cpu.numKernels() > 0 && cpu.numMemorySpaces() > 0, cpu.toString());
-      assertEquals(1, cpu.abiVersion() >>> 16);
       int dev = rt.findDevice("cpu");
       Device d = rt.devices().get(dev);
       assertEquals("cpu", d.name());
       assertEquals(1, d.deviceType());
-      assertTrue(d.alignment() > 0);
+      // The wire protocol's PluginInfo and DeviceInfo carry no ABI version, path or alignment: a
+      // remote runtime reports 0 and "" for them.
+      if (!Fixture.REMOTE) {
+        assertEquals(1, cpu.abiVersion() >>> 16);
+        assertTrue(!cpu.path().isEmpty());
+        assertTrue(d.alignment() > 0);
+      }
       for (String name : new String[] {"dx.add", "dx.matmul", "dx.sum"}) {
         Op op = rt.op(name);
         assertEquals(name, rt.ops().get(op.id()).name());
