@@ -49,6 +49,7 @@ State* Init() {
   s->config.quotas.max_tensor_bytes = 1 << 16;
   s->config.quotas.max_tensors = 16;
   s->config.quotas.max_inflight = 8;
+  s->config.resume_seconds = 0;  // a session ends with its input
   s->log = std::make_unique<dd::Logger>(dd::LogLevel::kError, nullptr);  // silent
   std::vector<std::string> plugins{DEEPX_FUZZ_PLUGIN};
   const char* ref = std::getenv("DEEPX_FUZZ_REFERENCE_PLUGIN");

@@ -70,6 +70,14 @@ const std::map<std::string, std::map<std::string, Setter>>& Schema() {
            o.drain_seconds = v;
            return true;
          }},
+        {"resume_seconds",
+         [](Ctx& c, const std::string& k, const toml::node& n, Config& o) {
+           if (!n.is_number()) return c.Fail(k, "must be a number of seconds");
+           double v = n.is_integer() ? double(*n.value<int64_t>()) : *n.value<double>();
+           if (!(v >= 0 && v <= 86400)) return c.Fail(k, "must be 0 to 86400 seconds");
+           o.resume_seconds = v;
+           return true;
+         }},
         {"max_connections",
          [](Ctx& c, const std::string& k, const toml::node& n, Config& o) {
            return GetUint(c, k, n, o.max_connections, 1);

@@ -2,6 +2,8 @@
 // every request run through the host API in this process.
 #include "deepx/daemon/handler.h"
 
+#include <sys/random.h>
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -188,11 +190,50 @@ size_t Daemon::live_tensors() const {
   return n;
 }
 
-std::unique_ptr<Connection> Daemon::Open(const std::string& peer) {
-  uint64_t id = next_session_++;
+std::unique_ptr<Connection> Daemon::Open(const std::string& peer, uint32_t uid) {
+  ExpireDetached();
+  auto state = std::make_unique<SessionState>();
+  state->id = next_session_++;
+  state->uid = uid;
+  SessionState* raw = state.get();
+  sessions_.emplace(raw->id, std::move(state));
   ++stats_.sessions_opened;
   ++stats_.sessions_open;
-  return std::unique_ptr<Connection>(new Connection(*this, id, peer));
+  return std::unique_ptr<Connection>(new Connection(*this, raw, peer));
+}
+
+void Daemon::EndSession(uint64_t id, const char* why) {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return;
+  size_t freed = 0;
+  for (uint32_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i].owner == id) {
+      FreeSlot(i);
+      ++freed;
+    }
+  }
+  const SessionStats& st = it->second->stats;
+  log_.Log(LogLevel::kInfo, std::string("session closed: ") + why, id, 0,
+           {{"tensors_freed", std::to_string(freed)},
+            {"tasks_completed", std::to_string(st.tasks_completed)},
+            {"tasks_failed", std::to_string(st.tasks_failed)}});
+  sessions_.erase(it);
+  --stats_.sessions_open;
+}
+
+size_t Daemon::ExpireDetached() {
+  auto now = std::chrono::steady_clock::now();
+  std::vector<uint64_t> expired;
+  for (auto& [id, s] : sessions_)
+    if (s->detached && s->expires <= now) expired.push_back(id);
+  for (uint64_t id : expired) EndSession(id, "not resumed within server.resume_seconds");
+  return expired.size();
+}
+
+size_t Daemon::detached_sessions() const {
+  size_t n = 0;
+  for (auto& [id, s] : sessions_) n += s->detached;
+  return n;
 }
 
 uint64_t Daemon::AddSlot(uint64_t owner, dx_tensor_t* tensor, uint64_t bytes) {
@@ -240,27 +281,26 @@ Status Daemon::Lookup(uint64_t owner, uint64_t handle, Slot** out) {
 
 // ---- Connection -----------------------------------------------------------------------------
 
-Connection::Connection(Daemon& daemon, uint64_t session, std::string peer)
+Connection::Connection(Daemon& daemon, Daemon::SessionState* state, std::string peer)
     : daemon_(daemon),
-      session_(session),
+      state_(state),
+      session_(state->id),
       peer_(std::move(peer)),
       decoder_(wire::Role::kServer, daemon.config().limits) {
   daemon_.log().Log(LogLevel::kInfo, "session opened", session_, 0, {{"peer", peer_}});
 }
 
 Connection::~Connection() {
-  size_t freed = 0;
-  for (uint32_t i = 0; i < daemon_.slots_.size(); ++i) {
-    if (daemon_.slots_[i].owner == session_) {
-      daemon_.FreeSlot(i);
-      ++freed;
-    }
+  if (state_->token != 0 && daemon_.config().resume_seconds > 0) {
+    // Kept for a resume: a Hello with the token within the grace period takes it back.
+    state_->detached = true;
+    state_->expires = std::chrono::steady_clock::now() +
+                      std::chrono::milliseconds(int64_t(daemon_.config().resume_seconds * 1000));
+    daemon_.log().Log(LogLevel::kInfo, "session detached, resumable", session_, 0,
+                      {{"resume_seconds", std::to_string(daemon_.config().resume_seconds)}});
+    return;
   }
-  --daemon_.stats_.sessions_open;
-  daemon_.log().Log(LogLevel::kInfo, "session closed", session_, 0,
-                    {{"tensors_freed", std::to_string(freed)},
-                     {"tasks_completed", std::to_string(stats_.tasks_completed)},
-                     {"tasks_failed", std::to_string(stats_.tasks_failed)}});
+  daemon_.EndSession(session_, "connection closed");
 }
 
 void Connection::Reply(std::span<const uint8_t> header, std::span<const uint8_t> bulk) {
@@ -275,10 +315,10 @@ void Connection::Reply(std::span<const uint8_t> header, std::span<const uint8_t>
 
 void Connection::Count(bool ok) {
   if (ok) {
-    ++stats_.tasks_completed;
+    ++state_->stats.tasks_completed;
     ++daemon_.stats_.tasks_completed;
   } else {
-    ++stats_.tasks_failed;
+    ++state_->stats.tasks_failed;
     ++daemon_.stats_.tasks_failed;
   }
 }
@@ -301,7 +341,7 @@ void Connection::Feed(std::span<const uint8_t> data) {
   decoder_.Feed(data, events);
   for (wire::Event& e : events) {
     if (e.kind == wire::Event::Kind::kError) {
-      ++stats_.protocol_errors;
+      ++state_->stats.protocol_errors;
       ++daemon_.stats_.protocol_errors;
       daemon_.log().Log(e.fatal ? LogLevel::kWarn : LogLevel::kDebug,
                         e.fatal ? "protocol error, closing: " + e.error.message
@@ -364,6 +404,10 @@ void Connection::RunQueue() {
   if (running_) return;
   running_ = true;
   while (!queue_.empty()) {
+    if (closing_) {  // a fatal answer: what was queued behind it is dropped with the connection
+      queue_.clear();
+      break;
+    }
     Queued q = std::move(queue_.front());
     queue_.pop_front();
     if (q.cancelled) {
@@ -453,11 +497,11 @@ void Connection::Execute(const wire::Message& m) {
     }
     case fb::RequestBody::Stats: {
       wire::StatsDesc d;
-      d.tensors = stats_.tensors;
-      d.bytes_allocated = stats_.bytes_allocated;
-      d.tasks_completed = stats_.tasks_completed;
-      d.tasks_failed = stats_.tasks_failed;
-      d.protocol_errors = stats_.protocol_errors;
+      d.tensors = state_->stats.tensors;
+      d.bytes_allocated = state_->stats.bytes_allocated;
+      d.tasks_completed = state_->stats.tasks_completed;
+      d.tasks_failed = state_->stats.tasks_failed;
+      d.protocol_errors = state_->stats.protocol_errors;
       reply = wire::reply::Stats(task, d);
       break;
     }
@@ -480,8 +524,45 @@ void Connection::Execute(const wire::Message& m) {
 Status Connection::DoHello(uint64_t task, const fb::Hello& req, std::vector<uint8_t>& reply) {
   daemon_.log().Log(LogLevel::kInfo, "hello", session_, task,
                     {{"client", Str(req.client_name())},
-                     {"version", std::to_string(req.major()) + "." + std::to_string(req.minor())}});
-  reply = wire::reply::Hello(task, "deepxd");
+                     {"version", std::to_string(req.major()) + "." + std::to_string(req.minor())},
+                     {"resume", req.resume_token() ? "yes" : "no"}});
+  bool resumed = false;
+  if (req.resume_token() != 0) {
+    Daemon::SessionState* found = nullptr;
+    for (auto& [id, st] : daemon_.sessions_)
+      if (st->token == req.resume_token()) found = st.get();
+    if (!found || found->uid != state_->uid) {
+      closing_ = true;  // the client asked for a session it cannot have: it starts again
+      return Status::Error(DX_NOT_FOUND,
+                           "no session to resume with this token (its grace period, "
+                           "server.resume_seconds, is over or it never existed): connect again "
+                           "without a token for a new session");
+    }
+    if (!found->detached) {
+      closing_ = true;
+      return Status::Error(DX_FAILED_PRECONDITION,
+                           "the session of this token is in use by another connection");
+    }
+    // Take the session back; the fresh one of this connection holds nothing yet.
+    uint64_t fresh = session_;
+    found->detached = false;
+    state_ = found;
+    session_ = found->id;
+    daemon_.EndSession(fresh, "replaced by a resumed session");
+    resumed = true;
+    daemon_.log().Log(LogLevel::kInfo, "session resumed", session_, task, {{"peer", peer_}});
+  } else if (daemon_.config().resume_seconds > 0) {
+    uint64_t token = 0;
+    while (token == 0) {
+      if (::getrandom(&token, sizeof token, 0) != sizeof token) {
+        token = 0;
+        break;  // no randomness: the session is simply not resumable
+      }
+    }
+    state_->token = token;
+  }
+  reply = wire::reply::Hello(task, "deepxd", wire::kProtocolMajor, wire::kProtocolMinor,
+                             state_->token, resumed);
   return Status::Ok();
 }
 
@@ -497,16 +578,16 @@ Status Connection::DoListKernels(uint64_t task, const fb::ListKernels& req,
 
 Status Connection::AddTensor(dx_tensor_t* tensor, uint64_t bytes, uint64_t* out_handle) {
   const Quotas& q = daemon_.config().quotas;
-  if (stats_.tensors >= q.max_tensors) {
+  if (state_->stats.tensors >= q.max_tensors) {
     dx_error_destroy(dx_tensor_destroy(tensor));
     return Status::Error(DX_RESOURCE_EXHAUSTED,
-                         "quota: the session holds " + std::to_string(stats_.tensors) +
+                         "quota: the session holds " + std::to_string(state_->stats.tensors) +
                              " tensor handles, the limit (quotas.max_tensors) is " +
                              std::to_string(q.max_tensors));
   }
   *out_handle = daemon_.AddSlot(session_, tensor, bytes);
-  ++stats_.tensors;
-  stats_.bytes_allocated += bytes;
+  ++state_->stats.tensors;
+  state_->stats.bytes_allocated += bytes;
   return Status::Ok();
 }
 
@@ -562,12 +643,12 @@ Status Connection::DoTensorCreate(uint64_t task, const fb::TensorCreate& req,
     bytes *= uint64_t(e);
   }
   const Quotas& q = daemon_.config().quotas;
-  if (bytes > q.max_tensor_bytes - std::min(q.max_tensor_bytes, stats_.bytes_allocated))
+  if (bytes > q.max_tensor_bytes - std::min(q.max_tensor_bytes, state_->stats.bytes_allocated))
     return Status::Error(DX_RESOURCE_EXHAUSTED,
                          "quota: " + std::to_string(bytes) + " more bytes would pass the " +
                              "session's limit of " + std::to_string(q.max_tensor_bytes) +
                              " (quotas.max_tensor_bytes; " +
-                             std::to_string(stats_.bytes_allocated) + " in use)");
+                             std::to_string(state_->stats.bytes_allocated) + " in use)");
   dx_tensor_t* t = nullptr;
   Status s = FromDx(dx_tensor_create(rt, index, req.dtype(), shape.data(), int32_t(shape.size()), &t),
                     "TensorCreate");
@@ -589,8 +670,8 @@ Status Connection::DoTensorFree(const fb::TensorFree& req) {
   uint64_t h = req.tensor() ? req.tensor()->value() : 0;
   Status s = daemon_.Lookup(session_, h, &slot);
   if (!s.ok()) return s;
-  stats_.bytes_allocated -= slot->bytes;
-  --stats_.tensors;
+  state_->stats.bytes_allocated -= slot->bytes;
+  --state_->stats.tensors;
   daemon_.FreeSlot(wire::HandleIndex(h));
   return Status::Ok();
 }

@@ -52,6 +52,7 @@ struct Server {
   uv_pipe_t listener;
   uv_signal_t sigterm, sigint;
   uv_timer_t drain_timer;
+  uv_timer_t expiry_timer;  // ends detached sessions whose grace period is over
   std::unique_ptr<Executor> executor;
   std::unique_ptr<Daemon> daemon;
   std::set<Conn*> conns;
@@ -195,7 +196,8 @@ void OnConnection(uv_stream_t* listener, int status) {
                " connections open, its limit (server.max_connections)");
     return;
   }
-  c->conn = s->daemon->Open("uid=" + std::to_string(cred.uid) + " pid=" + std::to_string(cred.pid));
+  c->conn = s->daemon->Open("uid=" + std::to_string(cred.uid) + " pid=" + std::to_string(cred.pid),
+                            uint32_t(cred.uid));
   s->conns.insert(c);
   uv_read_start(reinterpret_cast<uv_stream_t*>(&c->pipe), OnAlloc, OnRead);
 }
@@ -205,6 +207,8 @@ void MaybeStop(Server* s) {
   s->stopped = true;
   uv_timer_stop(&s->drain_timer);
   uv_close(reinterpret_cast<uv_handle_t*>(&s->drain_timer), nullptr);
+  uv_timer_stop(&s->expiry_timer);
+  uv_close(reinterpret_cast<uv_handle_t*>(&s->expiry_timer), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&s->sigterm), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&s->sigint), nullptr);
 }
@@ -270,7 +274,7 @@ bool PrepareSocketPath(const std::string& path, std::string& error) {
 }  // namespace
 
 int RunServer(const Config& config, Logger& log) {
-  Server s{config, log, {}, {}, {}, {}, {}, nullptr, nullptr, {}, false, false, false};
+  Server s{config, log, {}, {}, {}, {}, {}, {}, nullptr, nullptr, {}, false, false, false};
   wire::Status st;
   s.executor = Executor::Create(config.plugins, config.require_certified, log, st);
   if (!s.executor) {
@@ -316,7 +320,11 @@ int RunServer(const Config& config, Logger& log) {
   uv_signal_init(&s.loop, &s.sigterm);
   uv_signal_init(&s.loop, &s.sigint);
   uv_timer_init(&s.loop, &s.drain_timer);
-  s.sigterm.data = s.sigint.data = s.drain_timer.data = &s;
+  uv_timer_init(&s.loop, &s.expiry_timer);
+  s.sigterm.data = s.sigint.data = s.drain_timer.data = s.expiry_timer.data = &s;
+  uv_timer_start(
+      &s.expiry_timer, [](uv_timer_t* t) { static_cast<Server*>(t->data)->daemon->ExpireDetached(); },
+      1000, 1000);
   uv_signal_start(&s.sigterm, OnSignal, SIGTERM);
   uv_signal_start(&s.sigint, OnSignal, SIGINT);
 

@@ -460,6 +460,69 @@ TEST_F(Deepxd, SessionsAreIsolatedButShareByName) {
   EXPECT_EQ(r->status, DX_NOT_FOUND);
 }
 
+TEST_F(Deepxd, SessionResumesWithinTheGracePeriod) {
+  StartWith(BaseConfig("[server]\nresume_seconds = 30\n"));
+  auto a = Connected(false);
+  auto r = a->Call(wire::request::Hello(0, "first"));
+  ASSERT_TRUE(r && r->status == DX_OK);
+  uint64_t token = r->get()->body_as_HelloReply()->session_token();
+  EXPECT_NE(token, 0u);
+  EXPECT_FALSE(r->get()->body_as_HelloReply()->resumed());
+  uint64_t h = Tensor(*a, {3}, {4, 5, 6});
+  a.reset();  // the connection drops
+  // Wait until the daemon has seen it (a resume of a session still attached is refused).
+  for (int i = 0; i < 500 && daemon_.log().find("session detached") == std::string::npos; ++i)
+    usleep(10000);
+  auto b = Connected(false);
+  r = b->Call(wire::request::Hello(0, "again", wire::kProtocolMajor, wire::kProtocolMinor, token));
+  ASSERT_TRUE(r) << b->error();
+  ASSERT_EQ(r->status, DX_OK) << r->message;
+  EXPECT_TRUE(r->get()->body_as_HelloReply()->resumed());
+  EXPECT_EQ(r->get()->body_as_HelloReply()->session_token(), token);
+  // The same handles, the same contents.
+  EXPECT_EQ(Read(*b, h, 3), (std::vector<float>{4, 5, 6}));
+  // A token nobody has: refused, and the connection closes.
+  auto c = Connected(false);
+  r = c->Call(wire::request::Hello(0, "guess", wire::kProtocolMajor, wire::kProtocolMinor,
+                                   token ^ 0x5555));
+  ASSERT_TRUE(r) << c->error();
+  EXPECT_EQ(r->status, DX_NOT_FOUND);
+  EXPECT_TRUE(c->WaitClosed());
+  // The token of a session in use by a live connection: refused.
+  auto d = Connected(false);
+  r = d->Call(wire::request::Hello(0, "twin", wire::kProtocolMajor, wire::kProtocolMinor, token));
+  ASSERT_TRUE(r) << d->error();
+  EXPECT_EQ(r->status, DX_FAILED_PRECONDITION);
+}
+
+TEST_F(Deepxd, SessionEndsAfterTheGracePeriod) {
+  StartWith(BaseConfig("[server]\nresume_seconds = 0.2\n"));
+  auto a = Connected(false);
+  auto r = a->Call(wire::request::Hello(0, "first"));
+  ASSERT_TRUE(r && r->status == DX_OK);
+  uint64_t token = r->get()->body_as_HelloReply()->session_token();
+  Tensor(*a, {3}, {4, 5, 6});
+  a.reset();
+  for (int i = 0; i < 500 && daemon_.log().find("session detached") == std::string::npos; ++i)
+    usleep(10000);
+  usleep(400000);
+  auto b = Connected(false);
+  r = b->Call(wire::request::Hello(0, "late", wire::kProtocolMajor, wire::kProtocolMinor, token));
+  ASSERT_TRUE(r) << b->error();
+  EXPECT_EQ(r->status, DX_NOT_FOUND);
+  EXPECT_NE(r->message.find("resume_seconds"), std::string::npos) << r->message;
+  EXPECT_NE(daemon_.log().find("not resumed within server.resume_seconds"), std::string::npos);
+  EXPECT_NE(daemon_.log().find("\"tensors_freed\":\"1\""), std::string::npos) << daemon_.log();
+}
+
+TEST_F(Deepxd, NoResumeTokenWhenResumeIsOff) {
+  StartWith(BaseConfig("[server]\nresume_seconds = 0\n"));
+  auto a = Connected(false);
+  auto r = a->Call(wire::request::Hello(0, "x"));
+  ASSERT_TRUE(r && r->status == DX_OK);
+  EXPECT_EQ(r->get()->body_as_HelloReply()->session_token(), 0u);
+}
+
 // ---- transport, signals, configuration -------------------------------------------------------
 
 TEST_F(Deepxd, SocketIsMode0600) {

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -43,6 +44,9 @@ pid_t Spawn(const std::string& exe, const std::vector<std::string>& args, const 
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   pid_t pid = ::fork();
   if (pid != 0) return pid;
+  // A test killed by its timeout must not leave a daemon behind (it would also hold CTest's
+  // output pipe open).
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
   int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
   ::dup2(o, 1);

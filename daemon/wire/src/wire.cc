@@ -734,10 +734,10 @@ Status EncodeReply(std::vector<uint8_t>& out, std::span<const uint8_t> header,
 
 namespace request {
 std::vector<uint8_t> Hello(uint64_t task_id, std::string_view client_name, uint16_t major,
-                           uint16_t minor) {
+                           uint16_t minor, uint64_t resume_token) {
   FlatBufferBuilder b;
   auto name = S(b, client_name);
-  return Req(b, task_id, fb::CreateHello(b, major, minor, name));
+  return Req(b, task_id, fb::CreateHello(b, major, minor, name, resume_token));
 }
 std::vector<uint8_t> ListPlugins(uint64_t task_id) {
   FlatBufferBuilder b;
@@ -843,10 +843,11 @@ std::vector<uint8_t> Ok(uint64_t task_id, uint64_t bulk_bytes) {
                                  bulk_bytes));
 }
 std::vector<uint8_t> Hello(uint64_t task_id, std::string_view server_name, uint16_t major,
-                           uint16_t minor) {
+                           uint16_t minor, uint64_t session_token, bool resumed) {
   FlatBufferBuilder b;
   auto n = S(b, server_name);
-  return Rep(b, task_id, DX_OK, {}, fb::CreateHelloReply(b, major, minor, n));
+  return Rep(b, task_id, DX_OK, {},
+             fb::CreateHelloReply(b, major, minor, n, session_token, resumed));
 }
 std::vector<uint8_t> PluginList(uint64_t task_id, std::span<const PluginEntry> plugins) {
   FlatBufferBuilder b;

@@ -111,6 +111,28 @@ TEST(WireRoundTrip, HelloBothWays) {
   EXPECT_TRUE(client.session().hello_done());
 }
 
+TEST(WireRoundTrip, HelloResumeTokens) {
+  // A Hello without a token reads 0 (a new session); the tokens travel both ways.
+  auto events = Decode(dw::Role::kServer, FrameReq(dw::request::Hello(0, "fresh")));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].message.request()->body_as_Hello()->resume_token(), 0u);
+  events = Decode(dw::Role::kServer,
+                  FrameReq(dw::request::Hello(0, "back", 1, 0, 0x1234567890abcdefull)));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].message.request()->body_as_Hello()->resume_token(), 0x1234567890abcdefull);
+
+  auto ce = Decode(dw::Role::kClient, FrameRep(dw::reply::Hello(0, "d", 1, 0, 42, true)));
+  ASSERT_EQ(ce.size(), 1u);
+  const fb::HelloReply* r = ce[0].message.reply()->body_as_HelloReply();
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->session_token(), 42u);
+  EXPECT_TRUE(r->resumed());
+  ce = Decode(dw::Role::kClient, FrameRep(dw::reply::Hello(0, "d")));
+  ASSERT_EQ(ce.size(), 1u);
+  EXPECT_EQ(ce[0].message.reply()->body_as_HelloReply()->session_token(), 0u);
+  EXPECT_FALSE(ce[0].message.reply()->body_as_HelloReply()->resumed());
+}
+
 TEST(WireRoundTrip, EveryRequest) {
   const uint64_t h1 = dw::MakeHandle(7, 3), h2 = dw::MakeHandle(9, 1);
   EXPECT_EQ(dw::HandleIndex(h1), 7u);
@@ -555,7 +577,7 @@ TEST(WireVersion, NextMinorHelloAndFieldsAreReadByThisMinor) {
   flatbuffers::FlatBufferBuilder b;
   auto name = b.CreateString("client-1.1");
   auto feats = b.CreateVectorOfStrings({"frobnicate", "shm"});
-  auto hello = nx::CreateHello(b, 1, 1, name, feats);
+  auto hello = nx::CreateHello(b, 1, 1, name, 0, feats);
   b.Finish(nx::CreateRequest(b, 0, nx::RequestBody::Hello, hello.Union(), 0, /*priority=*/7),
            nx::RequestIdentifier());
   Bytes header(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());

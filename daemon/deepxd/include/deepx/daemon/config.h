@@ -31,6 +31,9 @@ struct Config {
   double drain_seconds = 5.0;
   /// [server] max_connections: connections open at once; more are refused.
   uint32_t max_connections = 256;
+  /// [server] resume_seconds: how long a session outlives its connection, waiting for a Hello
+  /// with its token (HelloReply.session_token); 0: a session ends with its connection.
+  double resume_seconds = 30.0;
   /// [plugins] paths: plugins loaded at start (paths, or names looked up in the installed
   /// plugin directory). Never from the wire.
   std::vector<std::string> plugins;

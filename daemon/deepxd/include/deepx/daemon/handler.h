@@ -7,6 +7,7 @@
 // Threading: a Daemon and its Connections are used from one thread (the event loop).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -85,8 +86,14 @@ class Daemon {
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
 
-  /// A new session on a new connection. |peer| describes the client for the logs.
-  std::unique_ptr<Connection> Open(const std::string& peer);
+  /// A new connection with a new session. |peer| describes the client for the logs; |uid| is
+  /// its user (a session is resumed only by a connection of the same uid).
+  std::unique_ptr<Connection> Open(const std::string& peer, uint32_t uid = 0);
+  /// Ends the sessions whose connection closed more than Config::resume_seconds ago (freeing
+  /// their handles). Returns how many ended. The server calls it every second.
+  size_t ExpireDetached();
+  /// Sessions waiting for a resume (their connection closed, the grace period not over).
+  size_t detached_sessions() const;
 
   const Config& config() const { return config_; }
   Logger& log() { return log_; }
@@ -98,6 +105,19 @@ class Daemon {
 
  private:
   friend class Connection;
+  // A session: its handles (in slots_, by owner id) and counters outlive a connection that
+  // closes when Config::resume_seconds > 0, until a Hello with its token resumes it or the grace
+  // period ends.
+  struct SessionState {
+    uint64_t id = 0;
+    uint32_t uid = 0;
+    uint64_t token = 0;  // 0: not resumable (no Hello yet, or resume_seconds is 0)
+    SessionStats stats;
+    bool detached = false;
+    std::chrono::steady_clock::time_point expires{};
+  };
+  // Frees the session's handles and forgets it.
+  void EndSession(uint64_t id, const char* why);
   // One entry of the handle table. A handle is MakeHandle(index, generation); a slot's
   // generation changes when it is freed, so old handles of it are stale.
   struct Slot {
@@ -120,13 +140,14 @@ class Daemon {
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_slots_;
   std::map<std::string, dx_tensor_t*> names_;  // shared names: a view owned by the daemon
+  std::map<uint64_t, std::unique_ptr<SessionState>> sessions_;
 };
 
 /// One client connection and its session: decodes the stream with deepx::wire, queues the
 /// verified requests, runs them in order and writes the replies.
 class Connection {
  public:
-  ~Connection();  // frees the session's tensors
+  ~Connection();  // ends the session (frees its tensors), or detaches it for a resume
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
@@ -140,11 +161,11 @@ class Connection {
   /// True once a fatal error was answered: write the output, then close the connection.
   bool closing() const { return closing_; }
   uint64_t session_id() const { return session_; }
-  const SessionStats& stats() const { return stats_; }
+  const SessionStats& stats() const { return state_->stats; }
 
  private:
   friend class Daemon;
-  Connection(Daemon& daemon, uint64_t session, std::string peer);
+  Connection(Daemon& daemon, Daemon::SessionState* state, std::string peer);
 
   struct Queued {
     wire::Message message;
@@ -182,14 +203,15 @@ class Connection {
                         std::vector<uint8_t>& reply);
 
   Daemon& daemon_;
-  uint64_t session_;
+  Daemon::SessionState* state_;  // owned by daemon_.sessions_
+  uint64_t session_;             // state_->id
+  bool said_hello_ = false;
   std::string peer_;
   wire::StreamDecoder decoder_;
   std::deque<Queued> queue_;
   bool running_ = false;
   std::vector<uint8_t> out_;
   bool closing_ = false;
-  SessionStats stats_;
 };
 
 }  // namespace deepx::daemon

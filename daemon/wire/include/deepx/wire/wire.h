@@ -224,8 +224,11 @@ struct OpCall {
 /// Request builders: each returns a finished FlatBuffer (identifier "DXW1") to frame with
 /// EncodeRequest.
 namespace request {
+/// |resume_token|: a HelloReply's session_token from an earlier connection, to resume that
+/// session (docs/protocol.md, "Session"); 0 opens a new session.
 std::vector<uint8_t> Hello(uint64_t task_id, std::string_view client_name,
-                           uint16_t major = kProtocolMajor, uint16_t minor = kProtocolMinor);
+                           uint16_t major = kProtocolMajor, uint16_t minor = kProtocolMinor,
+                           uint64_t resume_token = 0);
 std::vector<uint8_t> ListPlugins(uint64_t task_id);
 std::vector<uint8_t> ListOps(uint64_t task_id);
 std::vector<uint8_t> ListDevices(uint64_t task_id);
@@ -271,8 +274,11 @@ struct StatsDesc {
 namespace reply {
 std::vector<uint8_t> Error(uint64_t task_id, dx_status_t code, std::string_view message);
 std::vector<uint8_t> Ok(uint64_t task_id, uint64_t bulk_bytes = 0);
+/// |session_token|: what a later Hello passes as resume_token to resume this session (0: the
+/// daemon keeps no session across reconnects); |resumed|: this Hello resumed one.
 std::vector<uint8_t> Hello(uint64_t task_id, std::string_view server_name,
-                           uint16_t major = kProtocolMajor, uint16_t minor = kProtocolMinor);
+                           uint16_t major = kProtocolMajor, uint16_t minor = kProtocolMinor,
+                           uint64_t session_token = 0, bool resumed = false);
 std::vector<uint8_t> PluginList(uint64_t task_id, std::span<const PluginEntry> plugins);
 std::vector<uint8_t> OpList(uint64_t task_id, std::span<const std::string> ops);
 std::vector<uint8_t> DeviceList(uint64_t task_id, std::span<const DeviceEntry> devices);
