@@ -14,8 +14,10 @@ configure: deps
 build: configure
 	@cmake --build --preset $(PRESET) -j $(JOBS)
 
-# Certify the bundled CPU plugin, run the MLP and the training examples through the host, and
-# end with a short summary of the three (.ci/make-run.sh); fails when one of them fails.
+# Certify the bundled CPU plugin, run the MLP and the training examples through the host, run
+# the C client and the MLP example again through a deepxd started on a temporary socket (same
+# numbers required; SIGTERM must drain it), and end with a short summary (.ci/make-run.sh);
+# fails when any step fails.
 run: build
 	@bash .ci/make-run.sh $(BUILD_DIR)
 

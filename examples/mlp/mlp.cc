@@ -6,11 +6,17 @@
 // plugin (plain f64-accumulating loops), each pinned with DX_INVOKE_FLAG_PLUGIN. The program
 // prints the timings, how far apart the two answers are, and the first row's prediction, then
 // PASS (exit 0) when they agree within tolerance, FAIL (exit 1) otherwise.
+//
+// With `--connect ADDRESS` (e.g. unix:/tmp/deepxd.sock) the same pass runs in a deepx daemon:
+// dx_runtime_connect() replaces dx_runtime_create() and the plugins are the daemon's (its
+// configuration loads them; a client never names a plugin path), found by name. Everything
+// else, tensors, dx_invoke_ex and reads, is the same code.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <initializer_list>
 #include <memory>
 #include <stdexcept>
@@ -185,6 +191,20 @@ int32_t LoadPlugin(dx_runtime_t* runtime, const char* name) {
   return index;
 }
 
+// A plugin the runtime already has (a daemon's), by name.
+int32_t FindPlugin(dx_runtime_t* runtime, const char* name) {
+  int32_t count = 0;
+  Check(dx_runtime_plugin_count(runtime, &count), "dx_runtime_plugin_count");
+  for (int32_t i = 0; i < count; ++i) {
+    dx_plugin_info_t info{};
+    info.struct_size = sizeof info;
+    Check(dx_runtime_plugin_info(runtime, i, &info), "dx_runtime_plugin_info");
+    if (info.name != nullptr && std::strcmp(info.name, name) == 0) return i;
+  }
+  throw std::runtime_error(std::string("the daemon has no '") + name +
+                           "' plugin (its configuration lists the plugins it loads)");
+}
+
 // The device the tensors live in: the "cpu" memory space when there is one, else the first.
 int32_t HostDevice(dx_runtime_t* runtime, std::string* out_name) {
   int32_t index = -1;
@@ -202,12 +222,18 @@ int32_t HostDevice(dx_runtime_t* runtime, std::string* out_name) {
   return index;
 }
 
-int Main() {
+int Main(const char* address) {
   dx_runtime_t* raw_runtime = nullptr;
-  Check(dx_runtime_create(nullptr, &raw_runtime), "dx_runtime_create");
+  if (address != nullptr) {
+    Check(dx_runtime_connect(address, nullptr, &raw_runtime), "dx_runtime_connect");
+  } else {
+    Check(dx_runtime_create(nullptr, &raw_runtime), "dx_runtime_create");
+  }
   Runtime runtime(raw_runtime);
-  const int32_t cpu_plugin = LoadPlugin(runtime.get(), "cpu");
-  const int32_t reference_plugin = LoadPlugin(runtime.get(), "reference");
+  const int32_t cpu_plugin =
+      address != nullptr ? FindPlugin(runtime.get(), "cpu") : LoadPlugin(runtime.get(), "cpu");
+  const int32_t reference_plugin = address != nullptr ? FindPlugin(runtime.get(), "reference")
+                                                      : LoadPlugin(runtime.get(), "reference");
   std::string device_name;
   const int32_t device = HostDevice(runtime.get(), &device_name);
   const Ops ops = LookupOps(runtime.get());
@@ -260,6 +286,8 @@ int Main() {
   if (row_sum_error > 1e-5) within = false;
 
   std::printf("deepx MLP example: softmax(relu(x @ W1 + b1) @ W2 + b2)\n");
+  std::printf("  runtime: %s%s\n", address != nullptr ? "deepxd at " : "in-process",
+              address != nullptr ? address : "");
   std::printf("  x [%lld, %lld]  W1 [%lld, %lld]  b1 [%lld]  W2 [%lld, %lld]  b2 [%lld]"
               "  ->  probs [%lld, %lld]\n",
               (long long)kBatch, (long long)kInputs, (long long)kInputs, (long long)kHidden,
@@ -298,9 +326,16 @@ int Main() {
 }  // namespace
 }  // namespace deepx::examples
 
-int main() {
+int main(int argc, char** argv) {
+  const char* address = nullptr;
+  if (argc == 3 && std::strcmp(argv[1], "--connect") == 0) {
+    address = argv[2];
+  } else if (argc != 1) {
+    std::fprintf(stderr, "usage: %s [--connect ADDRESS]\n", argv[0]);
+    return 2;
+  }
   try {
-    return deepx::examples::Main();
+    return deepx::examples::Main(address);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "deepx-example-mlp: %s\n", e.what());
     return 1;
