@@ -3,9 +3,14 @@
  * Creates a runtime, loads the bundled "cpu" plugin, makes two 2x3 f32 tensors, interns
  * "dx.add" once and runs it by id, then prints the result. Every fallible call returns a
  * dx_error_t*: NULL on success, otherwise an error this program owns, which says what went
- * wrong (dx_error_code(), dx_error_message()) and is freed with dx_error_destroy(). */
+ * wrong (dx_error_code(), dx_error_message()) and is freed with dx_error_destroy().
+ *
+ * With `--connect ADDRESS` (e.g. unix:/tmp/deepxd.sock) the same program runs against a deepx
+ * daemon: dx_runtime_connect() instead of dx_runtime_create() and dx_runtime_load_plugin() is
+ * the only difference (the daemon loads the plugins of its configuration). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "deepx/host.h"
 
@@ -28,8 +33,9 @@ static void report(const char* call, dx_error_t* error) {
     }                            \
   } while (0)
 
-int main(void) {
+int main(int argc, char** argv) {
   int exit_code = EXIT_FAILURE;
+  const char* address = NULL; /* --connect ADDRESS: run against deepxd there */
   dx_runtime_t* runtime = NULL;
   dx_tensor_t* a = NULL;
   dx_tensor_t* b = NULL;
@@ -42,8 +48,19 @@ int main(void) {
   float result[6];
   int i;
 
-  CHECK(dx_runtime_create(NULL, &runtime));
-  CHECK(dx_runtime_load_plugin(runtime, "cpu", NULL));
+  if (argc == 3 && strcmp(argv[1], "--connect") == 0) {
+    address = argv[2];
+  } else if (argc != 1) {
+    fprintf(stderr, "usage: %s [--connect ADDRESS]\n", argv[0]);
+    return 2;
+  }
+
+  if (address != NULL) {
+    CHECK(dx_runtime_connect(address, NULL, &runtime)); /* the one line that differs */
+  } else {
+    CHECK(dx_runtime_create(NULL, &runtime));
+    CHECK(dx_runtime_load_plugin(runtime, "cpu", NULL));
+  }
   CHECK(dx_runtime_find_device(runtime, "cpu", &device));
 
   CHECK(dx_tensor_create(runtime, device, DX_DTYPE_F32, shape, 2, &a));
@@ -78,7 +95,8 @@ int main(void) {
   }
   CHECK(dx_tensor_read(sum, result, sizeof result));
 
-  printf("dx.add on the cpu plugin (op id %u), shape [2, 3]:\n", (unsigned)add);
+  printf("dx.add on the cpu plugin (op id %u%s%s), shape [2, 3]:\n", (unsigned)add,
+         address != NULL ? ", in deepxd at " : "", address != NULL ? address : "");
   for (i = 0; i < 6; ++i) {
     printf("  %6.2f + %6.2f = %6.2f\n", a_values[i], b_values[i], result[i]);
     if (result[i] != a_values[i] + b_values[i]) {

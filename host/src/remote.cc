@@ -53,8 +53,17 @@ dx_status_t KnownStatus(int code) {
 
 std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
 
-// DLPack device type of a device named "cpu", "cuda:1", ...: the part before ':'.
+// DLPack device type of a device named "cpu", "cuda:1", ...: the part before ':'. deepxd names a
+// kernel's device "dlpack-device-type-N" when no device of its plugin has that type.
 int32_t DeviceTypeOfName(const std::string& name, int32_t* device_id) {
+  constexpr std::string_view kNumbered = "dlpack-device-type-";
+  if (name.size() > kNumbered.size() && name.size() <= kNumbered.size() + 4 &&
+      name.compare(0, kNumbered.size(), kNumbered) == 0 &&
+      std::all_of(name.begin() + kNumbered.size(), name.end(),
+                  [](char c) { return c >= '0' && c <= '9'; })) {
+    if (device_id != nullptr) *device_id = 0;
+    return std::stoi(name.substr(kNumbered.size()));
+  }
   const size_t colon = name.find(':');
   const std::string type = name.substr(0, colon);
   if (device_id != nullptr) {

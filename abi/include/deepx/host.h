@@ -52,10 +52,11 @@
  * the handles of this API as usual; dx_tensor_write(), dx_tensor_read(), dx_tensor_copy(),
  * dx_tensor_view() and dx_invoke() (and its variants) become requests. Each call waits for its
  * reply at most the request timeout of ::dx_connect_options_t (::DX_TIMEOUT otherwise). When the
- * daemon exits, restarts or drops the connection, the call in progress and every later call on
- * the runtime and its tensors fail at once with ::DX_UNAVAILABLE and a message naming the daemon,
- * the call and the task id during which the connection was lost; destroying the handles still
- * succeeds. A remote runtime refuses, with the status given and a message saying why:
+ * daemon exits, restarts or drops the connection, the call in progress and every later request
+ * (tensor create, view, write, read, copy, invoke) fail at once with ::DX_UNAVAILABLE and a
+ * message naming the daemon, the call and the task id during which the connection was lost; the
+ * catalogue stays readable and destroying the handles still succeeds (docs/remote.md). A remote
+ * runtime refuses, with the status given and a message saying why:
  * - dx_runtime_load_plugin() and dx_runtime_load_search_path() (::DX_UNSUPPORTED): the daemon
  *   loads the plugins named in its configuration, never a path sent by a client;
  * - dx_runtime_plugin_extension() (::DX_UNSUPPORTED): an extension is a struct of pointers into
