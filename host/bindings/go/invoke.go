@@ -33,33 +33,41 @@ func (r *Runtime) InvokeByName(name string, inputs, outputs []*Tensor, attrs *At
 	return r.invoke("Runtime.InvokeByName", op.ID, inputs, outputs, attrs)
 }
 
+// invoke takes no defer: the releases are written out, which keeps the per-call cost down.
 func (r *Runtime) invoke(call string, op uint32, inputs, outputs []*Tensor, attrs *Attrs) error {
 	if len(inputs) > maxTensors || len(outputs) > maxTensors {
 		return newError(StatusOutOfRange, call, "%d inputs and %d outputs (at most %d each)",
 			len(inputs), len(outputs), maxTensors)
 	}
-	if err := r.enter(call); err != nil {
-		return err
+	if !r.g.acquire() {
+		return closedError(call, "runtime")
 	}
-	defer r.leave()
-	// Every tensor stays acquired (Close waits) until the call returns.
+	err := r.invokeEntered(call, op, inputs, outputs, attrs)
+	r.g.release()
+	return err
+}
+
+// invokeEntered holds every tensor (Close waits) and the attribute list for the call.
+func (r *Runtime) invokeEntered(call string, op uint32, inputs, outputs []*Tensor, attrs *Attrs) error {
 	if err := acquireAll(call, "input", inputs); err != nil {
 		return err
 	}
-	defer releaseAll(inputs)
 	if err := acquireAll(call, "output", outputs); err != nil {
+		releaseAll(inputs)
 		return err
 	}
-	defer releaseAll(outputs)
 	var ah *C.dx_attrs_t
 	if attrs != nil {
 		attrs.mu.RLock()
-		defer attrs.mu.RUnlock()
 		if attrs.closed {
+			attrs.mu.RUnlock()
+			releaseAll(outputs)
+			releaseAll(inputs)
 			return closedError(call, "attribute list")
 		}
 		ah = attrs.h
 	}
+	var e *C.dx_error_t
 	if len(inputs) <= 4 && len(outputs) <= 2 {
 		var in [4]C.uintptr_t
 		var out [2]C.uintptr_t
@@ -69,11 +77,22 @@ func (r *Runtime) invoke(call string, op uint32, inputs, outputs []*Tensor, attr
 		for i, t := range outputs {
 			out[i] = handleBits(handleOf(t))
 		}
-		return takeError(call, C.deepxgo_invoke_small(handleBits(r.h), C.dx_op_id_t(op),
-			in[0], in[1], in[2], in[3], C.int32_t(len(inputs)), out[0], out[1],
-			C.int32_t(len(outputs)), handleBits(ah)))
+		e = C.deepxgo_invoke_small(handleBits(r.h), C.dx_op_id_t(op), in[0], in[1], in[2], in[3],
+			C.int32_t(len(inputs)), out[0], out[1], C.int32_t(len(outputs)), handleBits(ah))
+	} else {
+		e = invokeLarge(r.h, op, inputs, outputs, ah)
 	}
-	// More tensors: the handle arrays in C memory, freed when the call returns.
+	if attrs != nil {
+		attrs.mu.RUnlock()
+	}
+	releaseAll(outputs)
+	releaseAll(inputs)
+	return takeError(call, e)
+}
+
+// invokeLarge passes more tensors than deepxgo_invoke_small takes: the handle arrays in C
+// memory, freed when the call returns.
+func invokeLarge(rt *C.dx_runtime_t, op uint32, inputs, outputs []*Tensor, ah *C.dx_attrs_t) *C.dx_error_t {
 	size := C.size_t(unsafe.Sizeof((*C.dx_tensor_t)(nil)))
 	in := (*[maxTensors]*C.dx_tensor_t)(C.calloc(C.size_t(maxTensors), size))
 	defer C.free(unsafe.Pointer(in))
@@ -85,8 +104,8 @@ func (r *Runtime) invoke(call string, op uint32, inputs, outputs []*Tensor, attr
 	for i, t := range outputs {
 		out[i] = handleOf(t)
 	}
-	return takeError(call, C.dx_invoke(r.h, C.dx_op_id_t(op), &in[0], C.int32_t(len(inputs)),
-		&out[0], C.int32_t(len(outputs)), ah))
+	return C.dx_invoke(rt, C.dx_op_id_t(op), &in[0], C.int32_t(len(inputs)), &out[0],
+		C.int32_t(len(outputs)), ah)
 }
 
 func handleOf(t *Tensor) *C.dx_tensor_t {
