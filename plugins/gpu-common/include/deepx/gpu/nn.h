@@ -86,7 +86,8 @@ struct BiasRoundFn {
 
 // ---- log_softmax ------------------------------------------------------------------------------
 
-/// Forward: out = x - (max + log(sum(exp(x - max)))). `outer` operands: 0 = out, 1 = x.
+/// Forward: out = (x - max) - log(sum(exp(x - max))), never x - (max + log(sum)): max + log(sum)
+/// rounds to max at huge logits and the difference cancels. `outer` operands: 0 = out, 1 = x.
 template <class T>
 struct LogSoftmaxFn {
   static constexpr int kPhases = 2;
@@ -107,8 +108,8 @@ struct LogSoftmaxFn {
   DXG_HD void write(int64_t o, int t, int n, const double* r) const {
     const T* row = x + layout_offset(outer, 1, o);
     T* dst = out + layout_offset(outer, 0, o);
-    const double shift = r[0] + log(r[1]);
-    for (int64_t j = t; j < length; j += n) nn_store(dst, j * out_stride, nn_load(row, j * x_stride) - shift);
+    const double log_sum = log(r[1]);
+    for (int64_t j = t; j < length; j += n) nn_store(dst, j * out_stride, (nn_load(row, j * x_stride) - r[0]) - log_sum);
   }
 };
 
@@ -570,12 +571,13 @@ struct LabelCheckFn {
   }
 };
 
-/// log(sum(exp(line))) from the line's max and sum(exp(x - max)), as the reference: a NaN
-/// line gives NaN, an infinite max gives the max.
-DXG_HD double nn_log_sum_exp(double max, double sum) {
+/// log(sum(exp(x - max))) from the line's max and sum(exp(x - max)), as the reference: a NaN
+/// line gives NaN, an infinite max 0 (so max + it is the max). Kept apart from the max because
+/// max + log(sum) rounds to max at huge logits and what is subtracted from it then cancels.
+DXG_HD double nn_log_sum_shifted(double max, double sum) {
   if (max != max) return max;
-  if (nn_is_inf(max)) return max;
-  return max + log(sum);
+  if (nn_is_inf(max)) return 0.0;
+  return log(sum);
 }
 
 /// Rows of logits (row stride, class stride): forward losses into `losses` (f64 per row) or,
@@ -607,16 +609,24 @@ struct CrossEntropyRowFn {
   DXG_HD void write(int64_t o, int t, int n, const double* r) const {
     const int64_t label = labels[o * label_stride];
     const T* row = logits + o * l_rs;
-    const double lse = nn_log_sum_exp(r[0], r[1]);
+    const double m = r[0], log_sum = nn_log_sum_shifted(r[0], r[1]);
     if (grad == nullptr) {
-      if (t == 0) losses[o] = label == ignore_index ? 0.0 : lse - nn_load(row, label * l_cs);
+      // log(sum) - (x - max), which keeps log 2 for [1e17, 1e17, 0, 0]; max - x when the max
+      // is infinite (the reference's Inf / NaN).
+      if (t != 0) return;
+      if (label == ignore_index) {
+        losses[o] = 0.0;
+        return;
+      }
+      const double x = nn_load(row, label * l_cs);
+      losses[o] = nn_is_inf(m) ? m - x : log_sum - (x - m);
       return;
     }
     const double scale = nn_load(dy, o * dy_stride) / divisor;
     for (int64_t c = t; c < classes; c += n) {
       const double v = label == ignore_index
                            ? 0.0
-                           : scale * (exp(nn_load(row, c * l_cs) - lse) - (c == label ? 1.0 : 0.0)) + 0.0;
+                           : scale * (exp((nn_load(row, c * l_cs) - m) - log_sum) - (c == label ? 1.0 : 0.0)) + 0.0;
       nn_store(grad + o * g_rs, c * g_cs, v);
     }
   }
