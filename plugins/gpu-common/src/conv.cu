@@ -269,27 +269,16 @@ dx_error_t* pool_forward(const dx_kernel_call_t* call) {
     expect_one_device({&x, &y});
     Exec exec(call, y.device);
     // y may alias x (same buffer): through a compact staging copy then.
-    ScratchPtr holder;
-    View out = y;
-    const bool alias = y.base == x.base;
-    if (alias) {
-      holder = scratch(exec, y.count(), dtype_size(y.dtype));
-      out.base = static_cast<char*>(holder->get());
-      out.strides = compact_strides(y.shape);
-    }
+    const std::optional<View> yo = y;
+    const StagedOutput target = stage_if_aliased(exec, yo, {&x});
+    const View& out = target.out;
     dispatch_float(x.dtype, [&](auto tag) {
       using T = tag_t<decltype(tag)>;
       PoolFn<T> fn{g, kMax, x.data<T>(), {x.strides[0], x.strides[1], x.strides[2], x.strides[3]}, out.data<T>(),
                    {out.strides[0], out.strides[1], out.strides[2], out.strides[3]}};
       launch_for_each(exec, fn, y.count());
     });
-    if (alias) {
-      const Layout c = make_layout(y.shape, {y.operand(), out.operand()});
-      dispatch_size(y.dtype, [&](auto tag) {
-        using W = tag_t<decltype(tag)>;
-        launch_for_each(exec, CopyWordsFn<W>{c, y.data<W>(), out.data<W>()}, c.count);
-      });
-    }
+    unstage(exec, target, yo);
     exec.finish();
   });
 }
@@ -308,14 +297,8 @@ dx_error_t* pool_backward(const dx_kernel_call_t* call) {
     const auto dx = grad_output(call, 0, x, "input gradient 0");
     if (!dx) return;
     Exec exec(call, dx->device);
-    ScratchPtr holder;
-    View out = *dx;
-    const bool alias = dx->base == x.base || dx->base == dy.base;
-    if (alias) {
-      holder = scratch(exec, x.count(), dtype_size(x.dtype));
-      out.base = static_cast<char*>(holder->get());
-      out.strides = compact_strides(x.shape);
-    }
+    const StagedOutput target = stage_if_aliased(exec, dx, {&x, &dy});
+    const View& out = target.out;
     dispatch_float(x.dtype, [&](auto tag) {
       using T = tag_t<decltype(tag)>;
       PoolGradFn<T> fn{g,
@@ -328,13 +311,7 @@ dx_error_t* pool_backward(const dx_kernel_call_t* call) {
                        {out.strides[0], out.strides[1], out.strides[2], out.strides[3]}};
       launch_for_each(exec, fn, x.count());
     });
-    if (alias) {
-      const Layout c = make_layout(x.shape, {dx->operand(), out.operand()});
-      dispatch_size(x.dtype, [&](auto tag) {
-        using W = tag_t<decltype(tag)>;
-        launch_for_each(exec, CopyWordsFn<W>{c, dx->data<W>(), out.data<W>()}, c.count);
-      });
-    }
+    unstage(exec, target, dx);
     exec.finish();
   });
 }

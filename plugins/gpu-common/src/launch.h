@@ -51,16 +51,23 @@ void launch_for_each(Exec&, const Fn& fn, int64_t n) {
   for (int64_t i = 0; i < n; ++i) fn(i);
 }
 
+/// One block's tree: thread t stores part(t) in shared[t], then the tree combines them with
+/// fn's combine; returns the root.
+template <class Fn, class C, class Part>
+C block_tree(const Fn& fn, std::vector<C>& shared, const Part& part) {
+  for (int t = 0; t < kReduceThreads; ++t) shared[t] = part(t);
+  for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
+    for (int t = 0; t < kReduceThreads; ++t) tree_step(shared.data(), t, stride, fn);
+  }
+  return shared[0];
+}
+
 /// One block's fold of output o: thread t folds elements first + t, first + t + step, ...,
 /// then the tree; returns the block's result.
 template <class Fn>
 typename Fn::Acc block_fold(const Fn& fn, std::vector<typename Fn::Acc>& shared, int64_t o,
                             int first, int step) {
-  for (int t = 0; t < kReduceThreads; ++t) shared[t] = fn.partial(o, first + t, step);
-  for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
-    for (int t = 0; t < kReduceThreads; ++t) tree_step(shared.data(), t, stride, fn);
-  }
-  return shared[0];
+  return block_tree(fn, shared, [&](int t) { return fn.partial(o, first + t, step); });
 }
 
 template <class Fn>
@@ -90,16 +97,8 @@ void launch_softmax(Exec&, const SoftmaxFn<T>& fn, int64_t rows) {
   maxer.summing = false;
   summer.summing = true;
   for (int64_t o = 0; o < rows; ++o) {
-    for (int t = 0; t < kReduceThreads; ++t) shared[t] = fn.partial_max(o, t, kReduceThreads);
-    for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
-      for (int t = 0; t < kReduceThreads; ++t) tree_step(shared.data(), t, stride, maxer);
-    }
-    const C max = shared[0];
-    for (int t = 0; t < kReduceThreads; ++t) shared[t] = fn.partial_sum(o, t, kReduceThreads, max);
-    for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
-      for (int t = 0; t < kReduceThreads; ++t) tree_step(shared.data(), t, stride, summer);
-    }
-    const C sum = shared[0];
+    const C max = block_tree(maxer, shared, [&](int t) { return fn.partial_max(o, t, kReduceThreads); });
+    const C sum = block_tree(summer, shared, [&](int t) { return fn.partial_sum(o, t, kReduceThreads, max); });
     for (int t = 0; t < kReduceThreads; ++t) fn.write(o, t, kReduceThreads, max, sum);
   }
 }
@@ -111,19 +110,10 @@ void launch_softmax_grad(Exec&, const SoftmaxGradFn<T>& fn, int64_t rows) {
   SoftmaxGradFn<T> maxer = fn, summer = fn;
   maxer.summing = false;
   summer.summing = true;
-  auto tree = [&](const SoftmaxGradFn<T>& f) {
-    for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
-      for (int t = 0; t < kReduceThreads; ++t) tree_step(shared.data(), t, stride, f);
-    }
-    return shared[0];
-  };
   for (int64_t o = 0; o < rows; ++o) {
-    for (int t = 0; t < kReduceThreads; ++t) shared[t] = fn.partial_max(o, t, kReduceThreads);
-    const C max = tree(maxer);
-    for (int t = 0; t < kReduceThreads; ++t) shared[t] = fn.partial_sum(o, t, kReduceThreads, max);
-    const C sum = tree(summer);
-    for (int t = 0; t < kReduceThreads; ++t) shared[t] = fn.partial_dot(o, t, kReduceThreads, max);
-    const C dot = tree(summer);
+    const C max = block_tree(maxer, shared, [&](int t) { return fn.partial_max(o, t, kReduceThreads); });
+    const C sum = block_tree(summer, shared, [&](int t) { return fn.partial_sum(o, t, kReduceThreads, max); });
+    const C dot = block_tree(summer, shared, [&](int t) { return fn.partial_dot(o, t, kReduceThreads, max); });
     for (int t = 0; t < kReduceThreads; ++t) fn.write(o, t, kReduceThreads, max, sum, dot);
   }
 }
@@ -173,21 +163,29 @@ void launch_for_each(Exec& exec, const Fn& fn, int64_t n) {
   launch_for_each(exec.stream(), fn, n);
 }
 
+/// One block's tree over shared memory: thread t (this thread) stores `value` in shared[t],
+/// then the tree combines them with fn's combine; every thread gets the root, and shared is
+/// free for the block's next tree on return.
+template <class Fn, class C, class V>
+__device__ C block_tree(const Fn& fn, C* shared, int t, const V& value) {
+  shared[t] = value;
+  __syncthreads();
+  for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
+    tree_step(shared, t, stride, fn);
+    __syncthreads();
+  }
+  const C result = shared[0];
+  __syncthreads();  // shared is reused by the block's next tree
+  return result;
+}
+
 /// One block's fold of output o: thread t folds elements first + t, first + t + step, ...,
 /// then the tree over shared memory; every thread gets the block's result.
 template <class Fn>
 __device__ typename Fn::Acc block_fold(const Fn& fn, typename Fn::Acc* shared, int64_t o,
                                        int first, int step) {
   const int t = static_cast<int>(threadIdx.x);
-  shared[t] = fn.partial(o, first + t, step);
-  __syncthreads();
-  for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
-    tree_step(shared, t, stride, fn);
-    __syncthreads();
-  }
-  const typename Fn::Acc result = shared[0];
-  __syncthreads();  // shared is reused by the block's next output
-  return result;
+  return block_tree(fn, shared, t, fn.partial(o, first + t, step));
 }
 
 /// One block per output element (grid-stride over outputs): partial folds, then the tree.
@@ -261,23 +259,9 @@ __global__ void softmax_kernel(SoftmaxFn<T> fn, int64_t rows) {
   SoftmaxFn<T> summer = fn;
   summer.summing = true;
   for (int64_t o = blockIdx.x; o < rows; o += gridDim.x) {
-    shared[t] = fn.partial_max(o, t, kReduceThreads);
-    __syncthreads();
-    for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
-      tree_step(shared, t, stride, maxer);
-      __syncthreads();
-    }
-    const C max = shared[0];
-    __syncthreads();
-    shared[t] = fn.partial_sum(o, t, kReduceThreads, max);
-    __syncthreads();
-    for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
-      tree_step(shared, t, stride, summer);
-      __syncthreads();
-    }
-    const C sum = shared[0];
+    const C max = block_tree(maxer, shared, t, fn.partial_max(o, t, kReduceThreads));
+    const C sum = block_tree(summer, shared, t, fn.partial_sum(o, t, kReduceThreads, max));
     fn.write(o, t, kReduceThreads, max, sum);
-    __syncthreads();
   }
 }
 
@@ -300,31 +284,10 @@ __global__ void softmax_grad_kernel(SoftmaxGradFn<T> fn, int64_t rows) {
   SoftmaxGradFn<T> summer = fn;
   summer.summing = true;
   for (int64_t o = blockIdx.x; o < rows; o += gridDim.x) {
-    shared[t] = fn.partial_max(o, t, kReduceThreads);
-    __syncthreads();
-    for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
-      tree_step(shared, t, stride, maxer);
-      __syncthreads();
-    }
-    const C max = shared[0];
-    __syncthreads();
-    shared[t] = fn.partial_sum(o, t, kReduceThreads, max);
-    __syncthreads();
-    for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
-      tree_step(shared, t, stride, summer);
-      __syncthreads();
-    }
-    const C sum = shared[0];
-    __syncthreads();
-    shared[t] = fn.partial_dot(o, t, kReduceThreads, max);
-    __syncthreads();
-    for (int stride = kReduceThreads / 2; stride > 0; stride /= 2) {
-      tree_step(shared, t, stride, summer);
-      __syncthreads();
-    }
-    const C dot = shared[0];
+    const C max = block_tree(maxer, shared, t, fn.partial_max(o, t, kReduceThreads));
+    const C sum = block_tree(summer, shared, t, fn.partial_sum(o, t, kReduceThreads, max));
+    const C dot = block_tree(summer, shared, t, fn.partial_dot(o, t, kReduceThreads, max));
     fn.write(o, t, kReduceThreads, max, sum, dot);
-    __syncthreads();
   }
 }
 

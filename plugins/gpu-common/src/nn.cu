@@ -255,14 +255,8 @@ dx_error_t* log_softmax_backward(const dx_kernel_call_t* call) {
     if (!dx) return;
     Exec exec(call, dx->device);
     // dx may alias dy or x: through a compact copy of the result.
-    ScratchPtr holder;
-    View out = *dx;
-    const bool alias = dx->base == dy.base || dx->base == x.base;
-    if (alias) {
-      holder = scratch(exec, x.count(), dtype_size(x.dtype));
-      out.base = static_cast<char*>(holder->get());
-      out.strides = compact_strides(x.shape);
-    }
+    const StagedOutput target = stage_if_aliased(exec, dx, {&dy, &x});
+    const View& out = target.out;
     const Lines l = lines_of({&out, &x, &dy}, axis);
     if (l.length > 0 && l.outer.count > 0) {
       dispatch_float(x.dtype, [&](auto tag) {
@@ -273,13 +267,7 @@ dx_error_t* log_softmax_backward(const dx_kernel_call_t* call) {
                     l.outer.count);
       });
     }
-    if (alias) {
-      const Layout c = make_layout(x.shape, {dx->operand(), out.operand()});
-      dispatch_size(x.dtype, [&](auto tag) {
-        using W = tag_t<decltype(tag)>;
-        launch_for_each(exec, CopyWordsFn<W>{c, dx->data<W>(), out.data<W>()}, c.count);
-      });
-    }
+    unstage(exec, target, dx);
     exec.finish();
   });
 }
@@ -332,6 +320,22 @@ OperandShape param_operand(const std::optional<View>& t, const NormPlan& p) {
   return t ? t->operand() : OperandShape{p.inner, std::vector<int64_t>(p.inner.size(), 0)};
 }
 
+/// The three tensors shaped like layer_norm's outputs (y, mean, rstd, or their gradients),
+/// `t[0..2]` named `role` 0, 1, 2: x's dtype (`role` in that message), then x's shape and the
+/// statistics' shape twice.
+struct NormTriple {
+  View y, mean, rstd;
+};
+NormTriple norm_triple(const DLTensor* const* t, const View& x, const NormPlan& p, const std::string& role) {
+  const std::string name[3] = {role + " 0", role + " 1", role + " 2"};
+  NormTriple r{make_view(t[0], name[0].c_str()), make_view(t[1], name[1].c_str()), make_view(t[2], name[2].c_str())};
+  for (const View* v : {&r.y, &r.mean, &r.rstd}) expect_dtype(*v, x.dtype, role.c_str());
+  expect_shape(r.y, x.shape, name[0].c_str());
+  expect_shape(r.mean, p.stats_shape, name[1].c_str());
+  expect_shape(r.rstd, p.stats_shape, name[2].c_str());
+  return r;
+}
+
 dx_error_t* layer_norm_forward(const dx_kernel_call_t* call) {
   return kernel_entry(call, [&] {
     expect_arity(call, 3, 3);
@@ -339,24 +343,14 @@ dx_error_t* layer_norm_forward(const dx_kernel_call_t* call) {
     const NormPlan p = plan_norm(call, x);
     const auto w = norm_param(call, 1, x, p, "weight");
     const auto b = norm_param(call, 2, x, p, "bias");
-    const View y = make_view(call->outputs[0], "output 0");
-    const View mean = make_view(call->outputs[1], "output 1");
-    const View rstd = make_view(call->outputs[2], "output 2");
-    for (const View* v : {&y, &mean, &rstd}) expect_dtype(*v, x.dtype, "output");
-    expect_shape(y, x.shape, "output 0");
-    expect_shape(mean, p.stats_shape, "output 1");
-    expect_shape(rstd, p.stats_shape, "output 2");
+    const NormTriple outputs = norm_triple(call->outputs, x, p, "output");
+    const View &y = outputs.y, &mean = outputs.mean, &rstd = outputs.rstd;
     expect_one_device({&x, &y, &mean, &rstd});
     Exec exec(call, y.device);
     // y may alias x: through a compact buffer then.
-    ScratchPtr holder;
-    View out = y;
-    const bool alias = y.base == x.base;
-    if (alias) {
-      holder = scratch(exec, x.count(), dtype_size(x.dtype));
-      out.base = static_cast<char*>(holder->get());
-      out.strides = compact_strides(x.shape);
-    }
+    const std::optional<View> yo = y;
+    const StagedOutput target = stage_if_aliased(exec, yo, {&x});
+    const View& out = target.out;
     const Layout outer = make_layout(p.outer, {OperandShape{p.outer, head(x, p.axis)}, OperandShape{p.outer, head(out, p.axis)},
                                                OperandShape{p.outer, head(mean, p.axis)}, OperandShape{p.outer, head(rstd, p.axis)}});
     const Layout inner = make_layout(p.inner, {OperandShape{p.inner, tail(x, p.axis)}, OperandShape{p.inner, tail(out, p.axis)},
@@ -367,13 +361,7 @@ dx_error_t* layer_norm_forward(const dx_kernel_call_t* call) {
                                        data_or_null<T>(w), data_or_null<T>(b), p.eps},
                   outer.count);
     });
-    if (alias) {
-      const Layout c = make_layout(x.shape, {y.operand(), out.operand()});
-      dispatch_size(x.dtype, [&](auto tag) {
-        using W = tag_t<decltype(tag)>;
-        launch_for_each(exec, CopyWordsFn<W>{c, y.data<W>(), out.data<W>()}, c.count);
-      });
-    }
+    unstage(exec, target, yo);
     exec.finish();
   });
 }
@@ -398,35 +386,6 @@ void store_norm_param_grads(Exec& exec, const Layout& outer_x_dy, const NormPlan
   if (db) reduce_gradient(exec, static_cast<const double*>(gb->get()), p.inner, *db);
 }
 
-/// dx goes through a compact buffer when it aliases an input, then is copied into place.
-struct GradTarget {
-  View out;
-  ScratchPtr holder;
-  bool staged = false;
-};
-
-GradTarget stage_if_aliased(Exec& exec, const std::optional<View>& g, const std::vector<const View*>& inputs) {
-  GradTarget t;
-  if (!g) return t;
-  t.out = *g;
-  for (const View* v : inputs) t.staged |= v->base == g->base;
-  if (t.staged) {
-    t.holder = scratch(exec, g->count(), dtype_size(g->dtype));
-    t.out.base = static_cast<char*>(t.holder->get());
-    t.out.strides = compact_strides(g->shape);
-  }
-  return t;
-}
-
-void unstage(Exec& exec, const GradTarget& t, const std::optional<View>& g) {
-  if (!t.staged) return;
-  const Layout c = make_layout(g->shape, {g->operand(), t.out.operand()});
-  dispatch_size(g->dtype, [&](auto tag) {
-    using W = tag_t<decltype(tag)>;
-    launch_for_each(exec, CopyWordsFn<W>{c, g->data<W>(), t.out.data<W>()}, c.count);
-  });
-}
-
 /// inputs: dy, dmean, drstd, x, w, b, y, mean, rstd; outputs: dx, dw, db.
 dx_error_t* layer_norm_backward(const dx_kernel_call_t* call) {
   return kernel_entry(call, [&] {
@@ -435,13 +394,8 @@ dx_error_t* layer_norm_backward(const dx_kernel_call_t* call) {
     const NormPlan p = plan_norm(call, x);
     const auto w = norm_param(call, 4, x, p, "weight");
     const auto b = norm_param(call, 5, x, p, "bias");
-    const View dy = make_view(call->inputs[0], "output gradient 0");
-    const View dmean = make_view(call->inputs[1], "output gradient 1");
-    const View drstd = make_view(call->inputs[2], "output gradient 2");
-    for (const View* v : {&dy, &dmean, &drstd}) expect_dtype(*v, x.dtype, "output gradient");
-    expect_shape(dy, x.shape, "output gradient 0");
-    expect_shape(dmean, p.stats_shape, "output gradient 1");
-    expect_shape(drstd, p.stats_shape, "output gradient 2");
+    const NormTriple grads = norm_triple(call->inputs, x, p, "output gradient");
+    const View &dy = grads.y, &dmean = grads.mean, &drstd = grads.rstd;
     if ((!w && call->outputs[1] != nullptr) || (!b && call->outputs[2] != nullptr)) {
       fail(DX_INVALID_ARGUMENT, DXG_BACKEND_NAME ": dx.layer_norm backward: a gradient was requested for an absent input");
     }
@@ -451,7 +405,7 @@ dx_error_t* layer_norm_backward(const dx_kernel_call_t* call) {
     if (b) db = grad_output(call, 2, *b, "input gradient 2");
     if (!dx && !dw && !db) return;
     Exec exec(call, x.device);
-    GradTarget target = stage_if_aliased(exec, dx, {&x, &dy, &dmean, &drstd});
+    StagedOutput target = stage_if_aliased(exec, dx, {&x, &dy, &dmean, &drstd});
     const View& gx = dx ? target.out : x;  // a layout placeholder when dx is not wanted
     const int64_t rows = count_of(p.outer);
     ScratchPtr stats = scratch(exec, 2 * rows, 8);
@@ -488,7 +442,7 @@ dx_error_t* rms_norm_forward(const dx_kernel_call_t* call) {
     expect_one_device({&x, &y});
     Exec exec(call, y.device);
     const std::optional<View> yo = y;
-    GradTarget target = stage_if_aliased(exec, yo, {&x});
+    StagedOutput target = stage_if_aliased(exec, yo, {&x});
     const View& out = target.out;
     const Layout outer = make_layout(p.outer, {OperandShape{p.outer, head(x, p.axis)}, OperandShape{p.outer, head(out, p.axis)}});
     const Layout inner = make_layout(p.inner, {OperandShape{p.inner, tail(x, p.axis)}, OperandShape{p.inner, tail(out, p.axis)},
@@ -518,7 +472,7 @@ dx_error_t* rms_norm_backward(const dx_kernel_call_t* call) {
     if (w) dw = grad_output(call, 1, *w, "input gradient 1");
     if (!dx && !dw) return;
     Exec exec(call, x.device);
-    GradTarget target = stage_if_aliased(exec, dx, {&x, &dy});
+    StagedOutput target = stage_if_aliased(exec, dx, {&x, &dy});
     const View& gx = dx ? target.out : x;
     const int64_t rows = count_of(p.outer);
     ScratchPtr stats = scratch(exec, 2 * rows, 8);
@@ -601,7 +555,7 @@ dx_error_t* batch_norm_forward(const dx_kernel_call_t* call) {
     expect_shape(y, p.x.shape, "output 0");
     Exec exec(call, y.device);
     const std::optional<View> yo = y;
-    GradTarget target = stage_if_aliased(exec, yo, {&p.x});
+    StagedOutput target = stage_if_aliased(exec, yo, {&p.x});
     const View& out = target.out;
     const Layout members = make_layout(p.member_shape, {OperandShape{p.member_shape, without_channel(p.x)},
                                                         OperandShape{p.member_shape, without_channel(out)}});
@@ -635,7 +589,7 @@ dx_error_t* batch_norm_backward(const dx_kernel_call_t* call) {
     // Per-channel gradients go through an f64 (4, C) buffer; dx through a staging copy when
     // it aliases an input.
     ScratchPtr channel = scratch(exec, 4 * p.channels, 8);
-    GradTarget target = stage_if_aliased(exec, dx, {&p.x, &dy});
+    StagedOutput target = stage_if_aliased(exec, dx, {&p.x, &dy});
     const View& gx = dx ? target.out : p.x;
     const Layout members = make_layout(p.member_shape, {OperandShape{p.member_shape, without_channel(p.x)},
                                                         OperandShape{p.member_shape, without_channel(dy)},
@@ -864,7 +818,7 @@ dx_error_t* cross_entropy_backward(const dx_kernel_call_t* call) {
     Exec exec(call, dy.device);
     const int64_t counted = check_labels(exec, p);
     if (dlogits) {
-      GradTarget target = stage_if_aliased(exec, dlogits, {&p.logits, &dy});
+      StagedOutput target = stage_if_aliased(exec, dlogits, {&p.logits, &dy});
       int64_t rs = 0, cs = 0, grs = 0, gcs = 0;
       row_class_strides(p, p.logits, rs, cs);
       row_class_strides(p, target.out, grs, gcs);

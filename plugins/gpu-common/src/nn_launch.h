@@ -126,6 +126,39 @@ inline View compact_copy(Exec& exec, const View& v, ScratchPtr& holder) {
   return c;
 }
 
+/// An output the kernel writes through `out`: the output itself, or, when it aliases one of
+/// the kernel's inputs, a compact buffer (`staged`, kept alive by `holder`) that unstage()
+/// copies into place after the kernel has read its inputs.
+struct StagedOutput {
+  View out;
+  ScratchPtr holder;
+  bool staged = false;
+};
+
+/// `g` (nullopt: not wanted, nothing staged) staged when its base is that of one of `inputs`.
+inline StagedOutput stage_if_aliased(Exec& exec, const std::optional<View>& g, const std::vector<const View*>& inputs) {
+  StagedOutput t;
+  if (!g) return t;
+  t.out = *g;
+  for (const View* v : inputs) t.staged |= v->base == g->base;
+  if (t.staged) {
+    t.holder = scratch(exec, g->count(), dtype_size(g->dtype));
+    t.out.base = static_cast<char*>(t.holder->get());
+    t.out.strides = compact_strides(g->shape);
+  }
+  return t;
+}
+
+/// Copies a staged output into `g` (element bytes unchanged); nothing when it was not staged.
+inline void unstage(Exec& exec, const StagedOutput& t, const std::optional<View>& g) {
+  if (!t.staged) return;
+  const Layout c = make_layout(g->shape, {g->operand(), t.out.operand()});
+  dispatch_size(g->dtype, [&](auto tag) {
+    using W = tag_t<decltype(tag)>;
+    launch_for_each(exec, CopyWordsFn<W>{c, g->data<W>(), t.out.data<W>()}, c.count);
+  });
+}
+
 /// Zero-fills a tensor of any dtype and layout.
 inline void zero_fill(Exec& exec, const View& v) {
   const Layout l = make_layout(v.shape, {v.operand()});
