@@ -67,7 +67,7 @@ std::string Write(const Certificate& c) {
   t += "sha256 " + Word(c.sha256) + "\n";
   t += "suite " + Word(c.suite) + "\n";
   for (const auto& b : c.builds) t += "build " + Word(b) + "\n";
-  t += "verdict " + Rest(c.verdict) + "\n";
+  if (!c.verdict.empty()) t += "verdict " + Rest(c.verdict) + "\n";
   if (!c.isa.empty()) t += "isa " + Word(c.isa) + "\n";
   if (!c.cpu.empty()) t += "cpu " + Rest(c.cpu) + "\n";
   for (const auto& l : c.libraries) t += "library " + Word(l.name) + " " + Word(l.version) + "\n";

@@ -58,9 +58,10 @@ bool ReadCertificate(const std::string& path, cert::Certificate* c, std::string*
     return false;
   }
   std::string text;
-  text.resize(kMaxCertificateBytes + 1);
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
+  char chunk[1 << 16];
+  while (text.size() <= kMaxCertificateBytes && in.read(chunk, sizeof chunk).gcount() > 0) {
+    text.append(chunk, static_cast<size_t>(in.gcount()));
+  }
   if (text.size() > kMaxCertificateBytes) {
     *why = path + " is larger than 16 MiB: not a certificate";
     return false;
