@@ -261,18 +261,9 @@ dx_error_t* linear_backward(const dx_kernel_call_t* call) noexcept {
     expect_shape(dy, p.y_shape, p.y_rank, "output gradient 0");
     View dx, dw, db;
     const bool want_dx = has_output(call, 0), want_dw = has_output(call, 1), want_db = has_output(call, 2);
-    if (want_dx) {
-      dx = typed_output<T>(call, 0, "input gradient 0");
-      expect_shape(dx, p.x.shape, p.x.rank, "input gradient 0");
-    }
-    if (want_dw) {
-      dw = typed_output<T>(call, 1, "input gradient 1");
-      expect_shape(dw, p.w.shape, 2, "input gradient 1");
-    }
-    if (want_db) {
-      db = typed_output<T>(call, 2, "input gradient 2");
-      expect_shape(db, &p.out, 1, "input gradient 2");
-    }
+    if (want_dx) dx = gradient_output<T>(call, 0, p.x.shape, p.x.rank);
+    if (want_dw) dw = gradient_output<T>(call, 1, p.w.shape, 2);
+    if (want_db) db = gradient_output<T>(call, 2, &p.out, 1);
     std::vector<T> dy_holder, x_holder, dx_holder;
     bool unused = false;
     const Mat<T> g = as_matrix<T>(dy, dy_holder, false, unused);
@@ -472,14 +463,8 @@ dx_error_t* embedding_backward(const dx_kernel_call_t* call) noexcept {
     expect_shape(dy, expected, idx.rank + 1, "output gradient 0");
     View dw, didx;
     const bool want_dw = has_output(call, 0), want_didx = has_output(call, 1);
-    if (want_dw) {
-      dw = typed_output<T>(call, 0, "input gradient 0");
-      expect_shape(dw, w.shape, 2, "input gradient 0");
-    }
-    if (want_didx) {
-      didx = typed_output<I>(call, 1, "input gradient 1");
-      expect_shape(didx, idx.shape, idx.rank, "input gradient 1");
-    }
+    if (want_dw) dw = gradient_output<T>(call, 0, w.shape, 2);
+    if (want_didx) didx = gradient_output<I>(call, 1, idx.shape, idx.rank);
     std::vector<int64_t> rows, offsets;
     collect_indices<I>(idx, dy, vocab, rows, offsets);
     if (want_dw && vocab > 0 && dim > 0) {
@@ -663,14 +648,8 @@ dx_error_t* cross_entropy_backward(const dx_kernel_call_t* call) noexcept {
     expect_shape(dy, p.out_shape, p.out_rank, "output gradient 0");
     View dl, dlabels;
     const bool want_dl = has_output(call, 0), want_dlabels = has_output(call, 1);
-    if (want_dl) {
-      dl = typed_output<T>(call, 0, "input gradient 0");
-      expect_shape(dl, p.logits.shape, p.logits.rank, "input gradient 0");
-    }
-    if (want_dlabels) {
-      dlabels = typed_output<int64_t>(call, 1, "input gradient 1");
-      expect_shape(dlabels, p.labels.shape, p.labels.rank, "input gradient 1");
-    }
+    if (want_dl) dl = gradient_output<T>(call, 0, p.logits.shape, p.logits.rank);
+    if (want_dlabels) dlabels = gradient_output<int64_t>(call, 1, p.labels.shape, p.labels.rank);
     std::vector<int64_t> labels;
     const int64_t counted = check_labels(p, labels);
     if (want_dl && p.rows > 0 && p.classes > 0) {

@@ -605,18 +605,9 @@ dx_error_t* layer_norm_backward(const dx_kernel_call_t* call) noexcept {
     expect_shape(drstd, s.stats_shape, x.rank, "output gradient 2");
     View dx, dw, db;
     const bool want_dx = has_output(call, 0), want_dw = has_output(call, 1), want_db = has_output(call, 2);
-    if (want_dx) {
-      dx = typed_output<T>(call, 0, "input gradient 0");
-      expect_shape(dx, x.shape, x.rank, "input gradient 0");
-    }
-    if (want_dw) {
-      dw = typed_output<T>(call, 1, "input gradient 1");
-      expect_shape(dw, x.shape + s.axis, x.rank - s.axis, "input gradient 1");
-    }
-    if (want_db) {
-      db = typed_output<T>(call, 2, "input gradient 2");
-      expect_shape(db, x.shape + s.axis, x.rank - s.axis, "input gradient 2");
-    }
+    if (want_dx) dx = gradient_output<T>(call, 0, x.shape, x.rank);
+    if (want_dw) dw = gradient_output<T>(call, 1, x.shape + s.axis, x.rank - s.axis);
+    if (want_db) db = gradient_output<T>(call, 2, x.shape + s.axis, x.rank - s.axis);
     const int64_t n = s.n;
     const bool sums = want_dw || want_db;
     const int threads = threads_for(s.rows, n * 10);
@@ -780,14 +771,8 @@ dx_error_t* rms_norm_backward(const dx_kernel_call_t* call) noexcept {
     expect_shape(dy, x.shape, x.rank, "output gradient 0");
     View dx, dw;
     const bool want_dx = has_output(call, 0), want_dw = has_output(call, 1);
-    if (want_dx) {
-      dx = typed_output<T>(call, 0, "input gradient 0");
-      expect_shape(dx, x.shape, x.rank, "input gradient 0");
-    }
-    if (want_dw) {
-      dw = typed_output<T>(call, 1, "input gradient 1");
-      expect_shape(dw, x.shape + s.axis, x.rank - s.axis, "input gradient 1");
-    }
+    if (want_dx) dx = gradient_output<T>(call, 0, x.shape, x.rank);
+    if (want_dw) dw = gradient_output<T>(call, 1, x.shape + s.axis, x.rank - s.axis);
     const int64_t n = s.n;
     const int threads = threads_for(s.rows, n * 8);
     const int64_t parts = want_dw ? fixed_parts(s.rows, n) : threads;

@@ -758,6 +758,16 @@ View typed_output(const dx_kernel_call_t* call, int i, const char* what) {
   return v;
 }
 
+/// Input gradient `i` of a backward kernel (one the caller wants: has_output) as a view of
+/// dtype T with shape `shape` ("input gradient i" in messages).
+template <class T>
+View gradient_output(const dx_kernel_call_t* call, int i, const int64_t* shape, int rank) {
+  const std::string what = "input gradient " + std::to_string(i);
+  const View g = typed_output<T>(call, i, what.c_str());
+  expect_shape(g, shape, rank, what.c_str());
+  return g;
+}
+
 /// Writes zeros (all-zero bytes) into every element of `v`, any strides.
 inline void zero_fill(const View& v) {
   if (v.count() == 0) return;
