@@ -589,11 +589,12 @@ double log_sum_exp_shifted(const C* x, int64_t n, C& m, LinePrefetcher& next) {
 }
 
 /// One row's loss log(sum(exp(x))) - x[label] from log_sum_exp_shifted's result: (log_sum) -
-/// (x[label] - m), which keeps log 2 for [1e17, 1e17, 0, 0]; with an infinite m, m - x[label]
-/// (the reference's Inf / NaN); NaN stays NaN.
+/// (x[label] - m), which keeps log 2 for [1e17, 1e17, 0, 0]; a row with a NaN (log_sum NaN,
+/// whatever its max) gives NaN; else with an infinite m, m - x[label] (the reference's Inf / NaN).
 template <class C>
 double cross_entropy_loss(double log_sum, C m, double x_label) {
   const double md = static_cast<double>(m);
+  if (std::isnan(log_sum)) return log_sum;
   if (std::isinf(md)) return md - x_label;
   return log_sum - (x_label - md);
 }

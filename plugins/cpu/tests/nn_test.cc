@@ -696,6 +696,18 @@ TEST(NnCrossEntropy, HugeLogitsKeepLogTwo) {
     const In g = In::random(d, {4, 4}, -1, 1, 5);
     close(diff.run("dx.log_softmax", {g, x, x}, {Out(d, {4, 4})}, Attrs(), true), d, "log_softmax huge logits backward");
   }
+  // A NaN poisons its row even when the row's max (of the other elements) is +Inf.
+  const double inf = std::numeric_limits<double>::infinity();
+  const In special = In::of(DX_DTYPE_F64, {2, 4}, {std::nan(""), inf, 0, 1e17, inf, 1e17, 1e17, 0});
+  const PluginResult nan_row = diff.run_on(diff.cpu_plugin(), "dx.cross_entropy",
+                                           {special, In::of(DX_DTYPE_I64, {2}, {1, 1})}, {Out(DX_DTYPE_F64, {2})},
+                                           Attrs().str("reduction", "none"), false);
+  ASSERT_EQ(nan_row.status, DX_OK) << nan_row.message;
+  EXPECT_TRUE(std::isnan(nan_row.outputs[0][0]));
+  EXPECT_EQ(nan_row.outputs[0][1], inf);  // Inf - 1e17
+  close(diff.run("dx.cross_entropy", {special, In::of(DX_DTYPE_I64, {2}, {1, 1})}, {Out(DX_DTYPE_F64, {2})},
+                 Attrs().str("reduction", "none")),
+        DX_DTYPE_F64, "cross_entropy NaN with +Inf");
 }
 
 }  // namespace
