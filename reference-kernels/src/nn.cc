@@ -255,6 +255,31 @@ void channel_members(const Tensor& x, std::int64_t c, std::vector<std::vector<st
   });
 }
 
+// layer_norm's weight and bias: optional inputs `first` and `first + 1`, named `role` 1 and 2,
+// checked against the normalised shape.
+struct LayerNormParams {
+  std::optional<Tensor> w, b;
+};
+LayerNormParams layer_norm_params(const Call& call, const NormPlan& p, std::size_t first, const std::string& role) {
+  LayerNormParams r{optional_input(call, first, (role + " 1").c_str()), optional_input(call, first + 1, (role + " 2").c_str())};
+  expect_param_shape(r.w, p, "weight");
+  expect_param_shape(r.b, p, "bias");
+  return r;
+}
+
+// The three tensors shaped like layer_norm's outputs (y, mean, rstd, or their gradients), named
+// `role` 0, 1, 2: x's shape, then the statistics' shape twice.
+struct LayerNormTriple {
+  Tensor y, mean, rstd;
+};
+LayerNormTriple layer_norm_triple(std::span<const DLTensor* const> t, const NormPlan& p, const std::string& role) {
+  LayerNormTriple r{view(t[0], role + " 0"), view(t[1], role + " 1"), view(t[2], role + " 2")};
+  expect_output_shape(r.y, p.x.shape);
+  expect_output_shape(r.mean, p.stats_shape);
+  expect_output_shape(r.rstd, p.stats_shape);
+  return r;
+}
+
 // The x values of a normalisation group, in member order.
 void load_group(const NormPlan& p, const std::vector<std::vector<std::int64_t>>& members, std::vector<double>& v) {
   v.clear();
@@ -364,16 +389,10 @@ void linear_backward(const Call& call) {
 
 void layer_norm(const Call& call) {
   const NormPlan p = plan_norm(call, call.inputs[0]);
-  const std::optional<Tensor> w = optional_input(call, 1, "input 1");
-  const std::optional<Tensor> b = optional_input(call, 2, "input 2");
-  expect_param_shape(w, p, "weight");
-  expect_param_shape(b, p, "bias");
-  const Tensor y = view(call.outputs[0], "output 0");
-  const Tensor mean_out = view(call.outputs[1], "output 1");
-  const Tensor rstd_out = view(call.outputs[2], "output 2");
-  expect_output_shape(y, p.x.shape);
-  expect_output_shape(mean_out, p.stats_shape);
-  expect_output_shape(rstd_out, p.stats_shape);
+  const LayerNormParams params = layer_norm_params(call, p, 1, "input");
+  const std::optional<Tensor> &w = params.w, &b = params.b;
+  const LayerNormTriple out = layer_norm_triple(call.outputs, p, "output");
+  const Tensor &y = out.y, &mean_out = out.mean, &rstd_out = out.rstd;
   std::vector<double> v;
   for_each_norm_group(p, [&](const std::vector<std::int64_t>& si, const std::vector<std::vector<std::int64_t>>& members) {
     load_group(p, members, v);
@@ -392,16 +411,10 @@ void layer_norm_backward(const Call& call) {
   // inputs: dy, dmean, drstd, x, w, b, y, mean, rstd; outputs: dx, dw, db. The statistics are
   // recomputed in f64 from x; dmean and drstd contribute too (mean and rstd are outputs).
   const NormPlan p = plan_norm(call, call.inputs[3]);
-  const std::optional<Tensor> w = optional_input(call, 4, "forward input 1");
-  const std::optional<Tensor> b = optional_input(call, 5, "forward input 2");
-  expect_param_shape(w, p, "weight");
-  expect_param_shape(b, p, "bias");
-  const Tensor dy = view(call.inputs[0], "output gradient 0");
-  const Tensor dmean = view(call.inputs[1], "output gradient 1");
-  const Tensor drstd = view(call.inputs[2], "output gradient 2");
-  expect_output_shape(dy, p.x.shape);
-  expect_output_shape(dmean, p.stats_shape);
-  expect_output_shape(drstd, p.stats_shape);
+  const LayerNormParams params = layer_norm_params(call, p, 4, "forward input");
+  const std::optional<Tensor> &w = params.w, &b = params.b;
+  const LayerNormTriple grads = layer_norm_triple(call.inputs, p, "output gradient");
+  const Tensor &dy = grads.y, &dmean = grads.mean, &drstd = grads.rstd;
   for (std::size_t k = 1; k <= 2; ++k) {
     const bool present = k == 1 ? w.has_value() : b.has_value();
     if (!present && call.outputs[k] != nullptr) {
@@ -658,35 +671,11 @@ void log_softmax(const Call& call) {
 
 void log_softmax_backward(const Call& call) {
   // dx = dy - softmax(x) * sum(dy) along the axis, softmax recomputed in f64 from x.
-  const Tensor dy = view(call.inputs[0], "output gradient 0");
-  const Tensor x = view(call.inputs[1], "forward input 0");
-  expect_output_shape(dy, x.shape);
-  expect_output_shape(view(call.inputs[2], "forward output 0"), x.shape);
-  const std::int64_t axis = softmax_axis(call, x.rank());
-  const std::optional<Tensor> dx = grad_output(call, 0, x.shape);
-  if (!dx) return;
-  GradBuffer buf(x.shape);
-  if (x.rank() == 0) {
-    buf.store(*dx);  // log_softmax of one element is constant 0
-    return;
-  }
-  const std::int64_t length = x.shape[axis];
-  std::vector<double> s(length), g(length);
-  for_each_line(x.shape, axis, [&](std::vector<std::int64_t>& index) {
+  softmax_family_backward(call, [](const std::vector<double>& s, const std::vector<double>& g, std::vector<double>& d) {
     double total = 0;
-    for (std::int64_t i = 0; i < length; ++i) {
-      index[axis] = i;
-      s[i] = load_float(x.dtype, x.at(index));
-      g[i] = load_float(dy.dtype, dy.at(index));
-      total += g[i];
-    }
-    softmax_line(s);
-    for (std::int64_t i = 0; i < length; ++i) {
-      index[axis] = i;
-      GradBuffer::add(buf.view.at(index), g[i] - s[i] * total);
-    }
+    for (double v : g) total += v;
+    for (std::size_t i = 0; i < s.size(); ++i) d[i] = g[i] - s[i] * total;
   });
-  buf.store(*dx);
 }
 
 // ---- batch_norm (NCHW and any trailing spatial dims) ----

@@ -399,9 +399,9 @@ void softmax(const Call& call) {
   });
 }
 
-void softmax_backward(const Call& call) {
-  // inputs: dy, x, y; output dx = s * (dy - sum(dy * s)) along the axis, with s the softmax
-  // recomputed in f64 from x (not the rounded y).
+void softmax_family_backward(const Call& call,
+                             void (*line_grad)(const std::vector<double>& s, const std::vector<double>& g,
+                                               std::vector<double>& dx_line)) {
   const Tensor dy = view(call.inputs[0], "output gradient 0");
   const Tensor x = view(call.inputs[1], "forward input 0");
   expect_output_shape(dy, x.shape);
@@ -411,11 +411,11 @@ void softmax_backward(const Call& call) {
   if (!dx) return;
   GradBuffer buf(x.shape);
   if (x.rank() == 0) {
-    buf.store(*dx);  // softmax of one element is constant 1: gradient 0
+    buf.store(*dx);  // a constant of one element: gradient 0
     return;
   }
   const std::int64_t length = x.shape[axis];
-  std::vector<double> s(length), g(length);
+  std::vector<double> s(length), g(length), d(length);
   for_each_line(x.shape, axis, [&](std::vector<std::int64_t>& index) {
     for (std::int64_t i = 0; i < length; ++i) {
       index[axis] = i;
@@ -423,14 +423,23 @@ void softmax_backward(const Call& call) {
       g[i] = load_float(dy.dtype, dy.at(index));
     }
     softmax_line(s);
-    double dot = 0;
-    for (std::int64_t i = 0; i < length; ++i) dot += g[i] * s[i];
+    line_grad(s, g, d);
     for (std::int64_t i = 0; i < length; ++i) {
       index[axis] = i;
-      GradBuffer::add(buf.view.at(index), s[i] * (g[i] - dot));
+      GradBuffer::add(buf.view.at(index), d[i]);
     }
   });
   buf.store(*dx);
+}
+
+void softmax_backward(const Call& call) {
+  // dx = s * (dy - sum(dy * s)) along the axis, with s the softmax recomputed in f64 from x
+  // (not the rounded y).
+  softmax_family_backward(call, [](const std::vector<double>& s, const std::vector<double>& g, std::vector<double>& d) {
+    double dot = 0;
+    for (std::size_t i = 0; i < s.size(); ++i) dot += g[i] * s[i];
+    for (std::size_t i = 0; i < s.size(); ++i) d[i] = s[i] * (g[i] - dot);
+  });
 }
 
 }  // namespace deepx::ref

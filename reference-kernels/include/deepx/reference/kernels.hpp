@@ -226,6 +226,13 @@ inline double channel_value(const std::optional<Tensor>& t, std::int64_t c, doub
 std::int64_t softmax_axis(const Call& call, std::size_t rank);
 // softmax of one line in f64 (max-shifted; a NaN anywhere makes the line NaN), in place.
 void softmax_line(std::vector<double>& line);
+// The backward of dx.softmax and dx.log_softmax (inputs dy, x, y; output dx) along the axis:
+// for each line, s = softmax(x) recomputed in f64 from x and g = dy, then line_grad(s, g, dx_line)
+// gives the line's gradient, accumulated in f64 and rounded once. Rank 0: dx = 0 (both forwards
+// are constant there).
+void softmax_family_backward(const Call& call,
+                             void (*line_grad)(const std::vector<double>& s, const std::vector<double>& g,
+                                               std::vector<double>& dx_line));
 // Calls fn(index) once per line of `shape` along `axis`, in row-major order of the other
 // dimensions: `index` holds the line's position, index[axis] is the caller's to set.
 template <typename Fn>
