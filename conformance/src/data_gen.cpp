@@ -36,6 +36,21 @@ std::vector<double> special_values(DType d) {
           std::numeric_limits<double>::quiet_NaN(), 1.0, -1.0, 0.5, -2.0};
 }
 
+// Special logits of the softmax family and cross_entropy: huge ones (1e17, or a quarter of the
+// dtype's largest finite value), where max + log(sum) rounds to max so a kernel that forms it
+// before subtracting x cancels (cross_entropy log 2 becomes 0 for a tie of two), with neighbours
+// about one and two ulps of the dtype away (near-ties) and its negation; and near-equal values
+// at 1.
+std::vector<double> logit_specials(DType d) {
+  const double top = std::min(1e17, max_finite(d) / 4);
+  const double ulp = std::ldexp(1.0, 1 - info(d).mantissa_bits);  // relative, at a power of two or above
+  return {top, top * (1 + ulp), top * (1 + 2 * ulp), top * (1 - ulp), -top, 1.0 + ulp, 1.0 - ulp / 2};
+}
+
+bool is_logit_input(const GenRequest& q) {
+  return q.input_index == 0 && (q.op == "dx.softmax" || q.op == "dx.log_softmax" || q.op == "dx.cross_entropy");
+}
+
 std::vector<double> exp_edges(DType d) {
   const double top = std::log(max_finite(d));
   return {top - 0.01, top, top + 0.01, std::log(min_normal(d)), std::log(min_subnormal(d)),
@@ -113,7 +128,11 @@ std::vector<uint8_t> generate(const GenRequest& q) {
   }
 
   // Floats.
-  const auto specials = special_values(q.dtype);
+  auto specials = special_values(q.dtype);
+  if (is_logit_input(q)) {
+    const auto logits = logit_specials(q.dtype);
+    specials.insert(specials.end(), logits.begin(), logits.end());
+  }
   const auto edges = exp_edges(q.dtype);
   const int64_t m = exact_magnitude(q.op, q.dtype, q.accumulation_length);
   for (int64_t i = 0; i < q.count; ++i) {
