@@ -7,10 +7,11 @@ public final class Deepx {
   private Deepx() {}
 
   /**
-   * The ABI version (major &lt;&lt; 16 | minor) this binding was written against:
-   * DX_ABI_VERSION_PACKED of deepx/version.h when it was written.
+   * The packed ABI version (major &lt;&lt; 16 | minor) of the headers this binding was built with:
+   * DX_ABI_VERSION_PACKED of deepx/version.h, taken by CMake when the jar is built. The loaded
+   * library's {@link #abiVersion()} must have the same major.
    */
-  public static final int BINDING_ABI_VERSION = 0x00010001;
+  public static final int BINDING_ABI_VERSION = HeaderAbi.PACKED;
 
   /** The packed ABI version of the loaded host library ({@code dx_abi_version()}). */
   public static int abiVersion() {
