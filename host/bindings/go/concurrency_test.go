@@ -166,11 +166,13 @@ func TestCloseRacesWithUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	add, _ := rt.Op("dx.add")
+	const workers = 12
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	ok, refused := 0, 0
 	bad := []error{}
-	record := func(err error) {
+	// record counts a call's outcome and reports whether it was refused.
+	record := func(err error) bool {
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
@@ -178,34 +180,48 @@ func TestCloseRacesWithUse(t *testing.T) {
 			ok++
 		case errors.Is(err, StatusFailedPrecondition):
 			refused++
+			return true
 		default:
 			bad = append(bad, err)
 		}
+		return false
 	}
-	start := make(chan struct{})
-	for g := 0; g < 12; g++ {
+	completed := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return ok
+	}
+	// Each worker calls until it is refused once (after the Closes below), or 30 s pass.
+	deadline := time.Now().Add(30 * time.Second)
+	for g := 0; g < workers; g++ {
 		wg.Add(1)
 		go func(g int) {
 			defer wg.Done()
-			<-start
-			for i := 0; i < 200; i++ {
+			for time.Now().Before(deadline) {
 				if g%2 == 0 {
-					_, err := ReadSlice[float32](x)
-					record(err)
-				} else {
-					y, err := rt.NewTensor(dev, F32, 1024)
-					if err != nil {
-						record(err)
-						continue
+					if _, err := ReadSlice[float32](x); record(err) {
+						return
 					}
-					record(rt.Invoke(add, []*Tensor{x, x}, []*Tensor{y}, nil))
-					record(y.Close())
+					continue
+				}
+				y, err := rt.NewTensor(dev, F32, 1024)
+				if record(err) {
+					return
+				}
+				if err != nil {
+					continue
+				}
+				refusedNow := record(rt.Invoke(add, []*Tensor{x, x}, []*Tensor{y}, nil))
+				record(y.Close())
+				if refusedNow {
+					return
 				}
 			}
 		}(g)
 	}
-	close(start)
-	time.Sleep(2 * time.Millisecond)
+	for completed() < 100 && time.Now().Before(deadline) { // the workers are in full swing
+		time.Sleep(time.Millisecond)
+	}
 	if err := x.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -216,8 +232,8 @@ func TestCloseRacesWithUse(t *testing.T) {
 	if len(bad) > 0 {
 		t.Fatalf("%d unexpected errors, first: %v", len(bad), bad[0])
 	}
-	if refused == 0 {
-		t.Fatalf("no call was refused after Close (%d succeeded): the race was not exercised", ok)
+	if refused < workers || ok < 100 {
+		t.Fatalf("%d calls completed, %d refused: every worker must have been refused once after Close", ok, refused)
 	}
 	t.Logf("%d calls completed, %d refused after Close", ok, refused)
 }

@@ -7,7 +7,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.ConcurrentLinkedQueue;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -93,10 +92,12 @@ class ConcurrencyTest {
 
   /**
    * close racing with calls on the same tensor and runtime: each call completes or is refused
-   * with FAILED_PRECONDITION, nothing crashes (close waits for the calls in flight).
+   * with FAILED_PRECONDITION, nothing crashes (close waits for the calls in flight). Each worker
+   * calls until it is refused once, so the race is exercised however fast the machine.
    */
   @Test
   void closeRacesWithUse() throws Exception {
+    final int workers = 12;
     Runtime rt = Fixture.runtime();
     int dev = rt.findDevice("cpu");
     Tensor x = rt.tensor(dev, new float[1024], 1024);
@@ -104,17 +105,12 @@ class ConcurrencyTest {
     AtomicInteger ok = new AtomicInteger();
     AtomicInteger refused = new AtomicInteger();
     ConcurrentLinkedQueue<Throwable> bad = new ConcurrentLinkedQueue<>();
-    CountDownLatch start = new CountDownLatch(1);
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
     List<Thread> threads = new ArrayList<>();
-    for (int g = 0; g < 12; g++) {
+    for (int g = 0; g < workers; g++) {
       final int kind = g % 2;
       Thread t = new Thread(() -> {
-        try {
-          start.await();
-        } catch (InterruptedException e) {
-          return;
-        }
-        for (int i = 0; i < 200; i++) {
+        while (System.nanoTime() < deadline) {
           try {
             if (kind == 0) {
               x.readFloats();
@@ -127,25 +123,28 @@ class ConcurrencyTest {
           } catch (DeepxException e) {
             if (e.status() == Status.FAILED_PRECONDITION) {
               refused.incrementAndGet();
-            } else {
-              bad.add(e);
+              return;
             }
+            bad.add(e);
           } catch (Throwable e) {
             bad.add(e);
+            return;
           }
         }
       });
       t.start();
       threads.add(t);
     }
-    start.countDown();
-    Thread.sleep(5);
+    while (ok.get() < 100 && System.nanoTime() < deadline) { // the workers are in full swing
+      Thread.sleep(1);
+    }
     x.close();
     rt.close();
     for (Thread t : threads) {
       t.join(60_000);
     }
     assertTrue(bad.isEmpty(), () -> "unexpected: " + bad.peek());
-    assertTrue(refused.get() > 0, "no call was refused after close (" + ok.get() + " completed)");
+    assertTrue(refused.get() == workers && ok.get() >= 100,
+        ok.get() + " completed, " + refused.get() + " refused: every worker must be refused once");
   }
 }
