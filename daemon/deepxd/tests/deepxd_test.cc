@@ -224,6 +224,27 @@ TEST_F(Deepxd, InvokeAddAndMatmul) {
   EXPECT_NE(r->message.find("dx.add"), std::string::npos) << r->message;
 }
 
+TEST_F(Deepxd, AttributesReachTheKernel) {
+  StartWith(BaseConfig());
+  auto c = Connected();
+  uint64_t x = Tensor(*c, {2, 3}, {1, 2, 3, 4, 5, 6});
+  uint64_t y = Tensor(*c, {2}, {});
+  wire::AttrValue axes{"axes", fb::AttrType::INTS, 0, 0, {1}, {}, ""};
+  wire::AttrValue keep{"keepdims", fb::AttrType::INT, 0, 0, {}, {}, ""};
+  wire::OpCall sum{"dx.sum", {x}, {y}, {axes, keep}, "", false};
+  auto r = c->Call(wire::request::Invoke(1, sum));
+  ASSERT_TRUE(r) << c->error();
+  ASSERT_EQ(r->status, DX_OK) << r->message;
+  EXPECT_EQ(Read(*c, y, 2), (std::vector<float>{6, 15}));
+  // An attribute the op does not have is the host's clear error.
+  wire::AttrValue bogus{"no_such_attr", fb::AttrType::FLOAT, 0, 1.5, {}, {}, ""};
+  wire::OpCall bad{"dx.sum", {x}, {y}, {axes, bogus}, "", false};
+  r = c->Call(wire::request::Invoke(2, bad));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, DX_INVALID_ARGUMENT);
+  EXPECT_NE(r->message.find("no_such_attr"), std::string::npos) << r->message;
+}
+
 TEST_F(Deepxd, SubmitRunsAProgramInOrder) {
   StartWith(BaseConfig());
   auto c = Connected();
@@ -557,6 +578,33 @@ TEST_F(Deepxd, SigtermDrainsAndRemovesTheSocket) {
   EXPECT_NE(::stat(daemon_.socket().c_str(), &st), 0);
   EXPECT_TRUE(c->WaitClosed());
   EXPECT_NE(daemon_.log().find("\"msg\":\"stopped\""), std::string::npos) << daemon_.log();
+}
+
+TEST_F(Deepxd, SigintDrainsToo) {
+  StartWith(BaseConfig());
+  auto c = Connected();
+  EXPECT_EQ(daemon_.Stop(SIGINT), 0) << daemon_.log();
+  struct stat st{};
+  EXPECT_NE(::stat(daemon_.socket().c_str(), &st), 0);
+  EXPECT_TRUE(c->WaitClosed());
+}
+
+TEST_F(Deepxd, ConnectionsOverTheLimitAreRefused) {
+  StartWith(BaseConfig("[server]\nmax_connections = 1\n"));
+  // The readiness probe of DaemonProcess::Start was a connection too: wait until it is gone.
+  for (int i = 0; i < 500 && daemon_.log().find("session closed") == std::string::npos; ++i)
+    usleep(10000);
+  auto a = Connected();
+  auto b = Connected(false);
+  auto r = b->Receive();
+  ASSERT_TRUE(r) << b->error();
+  EXPECT_EQ(r->status, DX_RESOURCE_EXHAUSTED);
+  EXPECT_NE(r->message.find("max_connections"), std::string::npos) << r->message;
+  EXPECT_TRUE(b->WaitClosed());
+  // The first one is unaffected.
+  r = a->Call(wire::request::ListOps(1));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, DX_OK);
 }
 
 TEST_F(Deepxd, CheckConfig) {
