@@ -626,14 +626,15 @@ dx_status_t Invoke(const dx_runtime_t* runtime_handle, dx_op_id_t id,
   if (chosen == nullptr && uncertified != nullptr) {
     const Plugin& p = *uncertified->plugin;
     std::string why = p.certification == DX_CERTIFICATION_VALID
-                          ? "its certificate " + p.certificate + " does not cover this kernel"
+                          ? "kernel not listed: its certificate " + p.certificate +
+                                " does not cover this kernel"
                           : p.certification_note;
     return Fail(DX_PERMISSION_DENIED,
                 op.name + ": the matching kernel of plugin '" + p.name +
                     "' is not certified and this runtime requires certification (" + why +
                     "). Run `deepx certify " + p.path +
-                    "` and keep its certificate next to the library, or unset "
-                    "DEEPX_REQUIRE_CERTIFIED.");
+                    " --sign KEY` and keep its certificate next to the library, with the key's "
+                    ".pub in the trust store (DEEPX_TRUST_DIR), or unset DEEPX_REQUIRE_CERTIFIED.");
   }
   if (chosen == nullptr) {
     return NoKernel(core, op, device_type, backward, pinned ? &opts : nullptr, in, num_inputs, out,
