@@ -57,6 +57,11 @@ func TestUnknownOp(t *testing.T) {
 	wantStatus(t, "Invoke(bad id)", rt.Invoke(Op{ID: 1 << 30}, []*Tensor{x}, []*Tensor{x}, nil), StatusNotFound)
 	_, err = rt.FindDevice("no-such-device")
 	wantStatus(t, "FindDevice", err, StatusNotFound)
+	// Strings cross as UTF-8 both ways.
+	_, err = rt.FindDevice("gerät-ü")
+	if de := wantStatus(t, "FindDevice(gerät-ü)", err, StatusNotFound); !strings.Contains(de.Message, "'gerät-ü'") {
+		t.Fatalf("the message lost the name: %q", de.Message)
+	}
 }
 
 func TestWrongDTypeAndShape(t *testing.T) {

@@ -41,6 +41,9 @@ class ErrorsTest {
         expect(Status.NOT_FOUND, () -> rt.invoke(new Op(1 << 30, "bogus"), xs, xs, null));
       }
       expect(Status.NOT_FOUND, () -> rt.findDevice("no-such-device"));
+      // Strings cross as UTF-8 both ways, whatever the JVM's default charset.
+      DeepxException u = expect(Status.NOT_FOUND, () -> rt.findDevice("gerät-ü"));
+      assertTrue(u.detail().contains("'gerät-ü'"), u.detail());
     }
   }
 
