@@ -800,12 +800,12 @@ dx_status_t RemoteConnection::Invoke(const std::string& name, dx_tensor_t* const
 dx_status_t RemoteInvoke(const Runtime& runtime, dx_op_id_t id, dx_tensor_t* const* inputs,
                          int32_t num_inputs, dx_tensor_t* const* outputs, int32_t num_outputs,
                          const dx_attrs_t* attrs, const dx_invoke_options_t* options) {
-  const RemoteConnection& c = *runtime.remote;
+  RemoteConnection& c = *runtime.remote;
   if (id >= c.ops().size()) {
     return Failf(DX_NOT_FOUND, "dx_invoke: op id %u is not interned in this runtime", id);
   }
-  return const_cast<RemoteConnection&>(c).Invoke(c.ops()[id].name, inputs, num_inputs, outputs,
-                                                 num_outputs, attrs, options, "dx_invoke");
+  return c.Invoke(c.ops()[id].name, inputs, num_inputs, outputs, num_outputs, attrs, options,
+                  "dx_invoke");
 }
 
 }  // namespace deepx::host
