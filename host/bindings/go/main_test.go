@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -96,6 +97,8 @@ func startDaemon() (*daemon, error) {
 	defer logFile.Close()
 	cmd := exec.Command(os.Getenv("DEEPX_GO_TEST_DEEPXD"), "--socket", socket, "--plugin", cpuPlugin)
 	cmd.Stdout, cmd.Stderr = logFile, logFile // the daemon's JSON-lines log, shown if it fails to start
+	// The daemon dies with the test binary, even one that panics before stopping it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("starting deepxd: %w", err)
