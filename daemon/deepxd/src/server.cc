@@ -247,6 +247,13 @@ void OnSignal(uv_signal_t* h, int signum) {
 // anything that is not a socket.
 bool PrepareSocketPath(const std::string& path, std::string& error) {
   struct stat st{};
+  // libuv reports a missing directory as "permission denied": say what is wrong instead.
+  std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
+  if (dir.empty()) dir = "/";
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    error = path + ": the directory " + dir + " does not exist";
+    return false;
+  }
   if (::lstat(path.c_str(), &st) != 0) return true;
   if (!S_ISSOCK(st.st_mode)) {
     error = path + " exists and is not a socket; refusing to replace it";

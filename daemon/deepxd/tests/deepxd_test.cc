@@ -607,6 +607,35 @@ TEST_F(Deepxd, ConnectionsOverTheLimitAreRefused) {
   EXPECT_EQ(r->status, DX_OK);
 }
 
+TEST_F(Deepxd, StartUpErrorsExitOneSayingWhy) {
+  StartWith(BaseConfig());
+  std::string out;
+  // The socket of a live daemon is left alone.
+  EXPECT_EQ(DaemonProcess::RunToCompletion(
+                kDeepxd, {"--socket", daemon_.socket(), "--plugin", kCpuPlugin}, &out),
+            1);
+  EXPECT_NE(out.find("another daemon is listening"), std::string::npos) << out;
+  // A file that is not a socket is not replaced.
+  std::string file = daemon_.dir() + "/plain";
+  std::ofstream(file) << "x";
+  EXPECT_EQ(DaemonProcess::RunToCompletion(kDeepxd, {"--socket", file, "--plugin", kCpuPlugin},
+                                           &out),
+            1);
+  EXPECT_NE(out.find("is not a socket"), std::string::npos) << out;
+  // A directory that does not exist.
+  EXPECT_EQ(DaemonProcess::RunToCompletion(
+                kDeepxd, {"--socket", daemon_.dir() + "/no/s", "--plugin", kCpuPlugin}, &out),
+            1);
+  EXPECT_NE(out.find("does not exist"), std::string::npos) << out;
+  // A plugin that does not load.
+  EXPECT_EQ(DaemonProcess::RunToCompletion(
+                kDeepxd, {"--socket", daemon_.dir() + "/t", "--plugin", file}, &out),
+            1);
+  EXPECT_NE(out.find("loading plugin"), std::string::npos) << out;
+  // The first daemon still serves.
+  auto c = Connected();
+}
+
 TEST_F(Deepxd, CheckConfig) {
   std::string dir = daemon_.dir();
   std::ofstream(dir + "/good.toml") << BaseConfig("[server]\nsocket = \"" + dir +
