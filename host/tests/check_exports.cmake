@@ -1,0 +1,36 @@
+# CTest host_exports_only_dx: libdeepx_host.so exports the C API (dx_*) and nothing else, so the
+# code linked into it privately (deepx::wire and FlatBuffers, the certificate module, libcrypto's
+# users, C++ template instantiations) cannot clash with a program's own copies.
+#   cmake -DNM=<nm> -DLIBRARY=<libdeepx_host.so> -P check_exports.cmake
+cmake_minimum_required(VERSION 3.25)
+execute_process(COMMAND "${NM}" -D --defined-only "${LIBRARY}"
+  OUTPUT_VARIABLE _symbols RESULT_VARIABLE _rc)
+if(NOT _rc EQUAL 0)
+  message(FATAL_ERROR "${NM} -D --defined-only ${LIBRARY} failed (${_rc})")
+endif()
+string(REPLACE "\n" ";" _lines "${_symbols}")
+set(_count 0)
+set(_foreign "")
+foreach(_line IN LISTS _lines)
+  # "<address> <type> <name>"; version nodes (type A) are not symbols of the code.
+  if(_line MATCHES "^[0-9a-fA-F]+ ([A-Za-z]) ([^ ]+)$")
+    set(_type "${CMAKE_MATCH_1}")
+    set(_name "${CMAKE_MATCH_2}")
+    if(_type STREQUAL "A")
+      continue()
+    endif()
+    if(_name MATCHES "^dx_")
+      math(EXPR _count "${_count} + 1")
+    else()
+      list(APPEND _foreign "${_name}")
+    endif()
+  endif()
+endforeach()
+if(_foreign)
+  list(JOIN _foreign "\n  " _text)
+  message(FATAL_ERROR "${LIBRARY} exports symbols outside the C API:\n  ${_text}")
+endif()
+if(_count LESS 50)
+  message(FATAL_ERROR "${LIBRARY} exports only ${_count} dx_* symbols: not the host library?")
+endif()
+message(STATUS "${LIBRARY}: ${_count} symbols, all dx_*")
