@@ -60,6 +60,9 @@ type Runtime struct {
 // NewRuntime creates an in-process runtime with no plugins loaded (dx_runtime_create()).
 func NewRuntime(opts *Options) (*Runtime, error) {
 	const call = "NewRuntime"
+	if err := checkABI(call); err != nil {
+		return nil, err
+	}
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -87,6 +90,9 @@ func NewRuntime(opts *Options) (*Runtime, error) {
 // daemon went away fails with StatusUnavailable.
 func Connect(address string, opts *ConnectOptions) (*Runtime, error) {
 	const call = "Connect"
+	if err := checkABI(call); err != nil {
+		return nil, err
+	}
 	var o ConnectOptions
 	if opts != nil {
 		o = *opts
@@ -107,6 +113,17 @@ func Connect(address string, opts *ConnectOptions) (*Runtime, error) {
 		return nil, err
 	}
 	return newRuntime(h, true), nil
+}
+
+// checkABI refuses a host library of another ABI major than the headers this package was built
+// with: the layouts of the structs it fills would differ.
+func checkABI(call string) error {
+	if lib := ABIVersion(); lib>>16 != HeaderABIVersion>>16 {
+		return newError(StatusVersionMismatch, call,
+			"the host library has ABI %s, this package was built with the headers of ABI %s",
+			versionString(lib), versionString(HeaderABIVersion))
+	}
+	return nil
 }
 
 func newRuntime(h *C.dx_runtime_t, remote bool) *Runtime {

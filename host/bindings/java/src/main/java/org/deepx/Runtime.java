@@ -86,6 +86,7 @@ public final class Runtime extends Handle {
 
   /** An in-process runtime with no plugins loaded (dx_runtime_create()). */
   public static Runtime create(Options options) {
+    checkAbi("Runtime.create");
     DeepxLib.RuntimeOptionsStruct o = new DeepxLib.RuntimeOptionsStruct();
     Memory pluginPath = DeepxLib.cString(options.pluginPath);
     Memory certificatePath = DeepxLib.cString(options.certificatePath);
@@ -111,6 +112,7 @@ public final class Runtime extends Handle {
    */
   public static Runtime connect(String address, ConnectOptions options) {
     final String call = "Runtime.connect";
+    checkAbi(call);
     Function connect = DeepxLib.connectFunction();
     if (connect == null) {
       throw new DeepxException(
@@ -131,6 +133,22 @@ public final class Runtime extends Handle {
     Pointer error = (Pointer) connect.invoke(Pointer.class, new Object[] {addr, o, out});
     DeepxLib.check(call, error);
     return new Runtime(out.getLong(0), true);
+  }
+
+  /**
+   * Refuses a host library of another ABI major than the headers the binding was built with: the
+   * layouts of the structs it fills would differ.
+   */
+  private static void checkAbi(String call) {
+    int lib = Deepx.abiVersion();
+    if (lib >>> 16 != Deepx.BINDING_ABI_VERSION >>> 16) {
+      throw new DeepxException(
+          Status.VERSION_MISMATCH,
+          call,
+          "the host library has ABI " + Deepx.versionString(lib)
+              + ", this binding was built with the headers of ABI "
+              + Deepx.versionString(Deepx.BINDING_ABI_VERSION));
+    }
   }
 
   /** Whether the runtime was made by {@link #connect}. */
