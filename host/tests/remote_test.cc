@@ -3,10 +3,13 @@
 //  - SameApi/*: the same program and the same assertions on an in-process runtime (the CPU
 //    plugin loaded into this process) and on a remote one (catalogue, tensors, views, copies,
 //    dx.add, dx.matmul with a bool attribute, errors, several threads);
-//  - Remote.*: what a remote runtime refuses and why; copies between this process and the daemon;
+//  - Remote.*: what a remote runtime refuses and why; copies and safetensors between this process
+//    and the daemon; tensors larger than one message;
+//  - RemoteConnect.*: bad addresses and options, nothing listening, an older struct_size;
 //  - RemoteFaults.*: a daemon killed with SIGKILL before and during a call (a clear DX_UNAVAILABLE
-//    within the timeout, then the same error at once), a stopped daemon (DX_TIMEOUT, and the late
-//    reply dropped once it runs again), connecting where nothing listens;
+//    within the timeout, then the same error at once), while four threads invoke (all end), then
+//    restarted on the same socket; a stopped daemon (DX_TIMEOUT, and the late reply dropped once
+//    it runs again);
 //  - RemoteVersion.*: a peer that answers the Hello with protocol major 2 (a daemon of another
 //    major cannot be started, so a socket served by this test plays one with deepx::wire).
 #include <fcntl.h>
@@ -63,9 +66,13 @@ bool CanConnect(const std::string& path) {
 // SIGKILL) when destroyed.
 class Daemon {
  public:
-  Daemon() {
-    dir_ = TempDir();
+  // In a fresh temporary directory, or (`dir` given) on that directory's socket, as a daemon
+  // restarted in place would be; the directory is removed by whoever made it.
+  explicit Daemon(const std::string& dir = "") {
+    owns_dir_ = dir.empty();
+    dir_ = owns_dir_ ? TempDir() : dir;
     socket_ = dir_ + "/deepxd.sock";
+    ::unlink(socket_.c_str());
     std::vector<std::string> args = {DEEPXD, "--socket", socket_, "--plugin", CPU_PLUGIN};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
@@ -100,8 +107,10 @@ class Daemon {
   }
   ~Daemon() {
     Stop(SIGTERM);
-    ::unlink(socket_.c_str());
-    ::rmdir(dir_.c_str());
+    if (owns_dir_) {
+      ::unlink(socket_.c_str());
+      ::rmdir(dir_.c_str());
+    }
   }
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
@@ -109,6 +118,7 @@ class Daemon {
   bool ok() const { return error_.empty() && pid_ > 0; }
   const std::string& error() const { return error_; }
   std::string address() const { return "unix:" + socket_; }
+  const std::string& dir() const { return dir_; }
   const std::string& socket() const { return socket_; }
   pid_t pid() const { return pid_; }
   void Signal(int sig) const {
@@ -134,6 +144,7 @@ class Daemon {
 
  private:
   std::string dir_, socket_, error_;
+  bool owns_dir_ = true;
   pid_t pid_ = -1;
 };
 
@@ -715,6 +726,58 @@ TEST(RemoteFaults, AStoppedDaemonTimesOutAndItsLateReplyIsDropped) {
   ASSERT_EQ(Code(dx_tensor_read(t, out, sizeof out)), DX_OK) << LastError();
   EXPECT_EQ(std::vector<float>(out, out + 4), (std::vector<float>{5, 6, 7, 8}));
   EXPECT_EQ(Code(dx_tensor_destroy(t)), DX_OK);
+  EXPECT_EQ(Code(dx_runtime_destroy(rt)), DX_OK);
+}
+
+TEST(RemoteFaults, ThreadsInFlightWhenTheDaemonDiesAllEndAndARestartedDaemonServesANewRuntime) {
+  Daemon d;
+  ASSERT_TRUE(d.ok()) << d.error();
+  dx_runtime_t* rt = nullptr;
+  dx_connect_options_t o = Options(5000);
+  ASSERT_EQ(Code(dx_runtime_connect(d.address().c_str(), &o, &rt)), DX_OK) << LastError();
+  std::atomic<int> ok{0}, unavailable{0}, other{0};
+  // Each thread invokes until a call fails; a call that neither succeeds nor fails in time is
+  // what this test is about, so the loop ends at a deadline too.
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 4; ++w) {
+    threads.emplace_back([&] {
+      const int64_t shape[1] = {256};
+      dx_tensor_t* x = nullptr;
+      if (Code(dx_tensor_create(rt, 0, DX_DTYPE_F32, shape, 1, &x)) != DX_OK) {
+        ++other;
+        return;
+      }
+      std::vector<float> values(256, 1.0f);
+      while (Clock::now() < deadline) {
+        dx_tensor_t* in[2] = {x, x};
+        const dx_status_t code = Code(dx_invoke_by_name(rt, "dx.add", in, 2, &x, 1, nullptr));
+        if (code == DX_OK) {
+          ++ok;
+        } else {
+          (code == DX_UNAVAILABLE ? unavailable : other)++;
+          break;
+        }
+      }
+      dx_error_destroy(dx_tensor_destroy(x));
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto killed = Clock::now();
+  d.Stop(SIGKILL);
+  for (auto& t : threads) t.join();
+  EXPECT_LT(Clock::now() - killed, std::chrono::milliseconds(5000));
+  EXPECT_GT(ok.load(), 0);
+  EXPECT_EQ(unavailable.load(), 4) << "other failures: " << other.load();
+  EXPECT_EQ(Code(dx_runtime_destroy(rt)), DX_OK);
+
+  // A daemon started again on the same socket: the old runtime stays lost, a new one works.
+  Daemon again(d.dir());
+  ASSERT_TRUE(again.ok()) << again.error();
+  ASSERT_EQ(Code(dx_runtime_connect(again.address().c_str(), &o, &rt)), DX_OK) << LastError();
+  int32_t devices = 0;
+  EXPECT_EQ(Code(dx_runtime_device_count(rt, &devices)), DX_OK);
+  EXPECT_GE(devices, 1);
   EXPECT_EQ(Code(dx_runtime_destroy(rt)), DX_OK);
 }
 
