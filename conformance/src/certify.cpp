@@ -38,6 +38,13 @@ std::string executable_dir() {
   return ec ? std::string(".") : p.parent_path().string();
 }
 
+// This runner's own executable, absolute ("deepx-certify" when /proc/self/exe cannot be read).
+std::string absolute_runner() {
+  std::error_code ec;
+  const auto p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("deepx-certify") : p.string();
+}
+
 // The bundled manifests: next to an installed executable, else the source tree.
 std::vector<std::string> default_manifest_dirs() {
   std::vector<std::string> dirs;
@@ -476,8 +483,13 @@ int certify(const Options& opt, const std::vector<std::string>& argv) {
     worker_main(env, cases, opt.worker_start, opt.worker_end, opt.worker_fd);
   }
 
-  std::string repro_prefix = "deepx-certify " + shell_quote(opt.plugin);
-  if (opt.reference != "reference") repro_prefix += " --reference " + shell_quote(opt.reference);
+  // The reproduction line runs from any directory: the runner and the plugins by absolute path
+  // (the loaded files), except the default reference, which every install finds by name.
+  std::string repro_prefix = shell_quote(absolute_runner()) + " " +
+                             shell_quote(plugin.info.path && plugin.info.path[0] ? plugin.info.path : opt.plugin);
+  if (opt.reference != "reference")
+    repro_prefix += " --reference " +
+                    shell_quote(reference.info.path && reference.info.path[0] ? reference.info.path : opt.reference);
   if (opt.seed_given) repro_prefix += " --seed " + std::to_string(opt.seed);
   if (opt.timeout_s != 10.0) {
     char t[32];
