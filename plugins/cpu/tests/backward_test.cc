@@ -11,8 +11,6 @@
 namespace deepx::cpu::testing {
 namespace {
 
-constexpr dx_dtype_t kFloatTypes[] = {DX_DTYPE_F64, DX_DTYPE_F32, DX_DTYPE_F16, DX_DTYPE_BF16};
-
 struct Tol {
   double rtol, atol;
 };
@@ -27,21 +25,6 @@ Tol tolerance(dx_dtype_t d) {
 /// Matmul accumulates in f32 (sgemm) on the cpu and in f64 in the reference.
 Tol matmul_tolerance(dx_dtype_t d) {
   return d == DX_DTYPE_F32 ? Tol{1e-4, 1e-4} : tolerance(d);
-}
-
-std::string name_of(dx_dtype_t d) {
-  switch (d) {
-    case DX_DTYPE_F64: return "f64";
-    case DX_DTYPE_F32: return "f32";
-    case DX_DTYPE_F16: return "f16";
-    default: return "bf16";
-  }
-}
-
-std::string shape_name(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
-  return out + "]";
 }
 
 std::vector<int64_t> broadcast(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
@@ -68,7 +51,7 @@ void compare(Differential& diff, const char* op, std::vector<In> inputs, std::ve
 /// Unary op: (dy, x, y) -> dx, with dx wanted and not wanted.
 void unary_case(Differential& diff, const char* op, dx_dtype_t t, const std::vector<int64_t>& shape,
                 In x, const AttrsFn& attrs = no_attrs, uint64_t seed = 3) {
-  const std::string what = std::string(op) + " " + name_of(t) + " " + shape_name(shape);
+  const std::string what = std::string(op) + " " + dtype_name(t) + " " + shape_name(shape);
   const In dy = In::random(t, shape, -2, 2, seed);
   const In y = In::random(t, shape, -1, 1, seed + 1);
   compare(diff, op, {dy, x, y}, {Out(t, shape)}, attrs, tolerance(t), what);
@@ -93,7 +76,7 @@ TEST(Backward, UnaryOps) {
       {"dx.gelu", -4, 4},
   };
   for (const Case& c : cases) {
-    for (dx_dtype_t t : kFloatTypes) {
+    for (dx_dtype_t t : kFloatDtypes) {
       for (const auto& shape : kUnaryShapes) {
         unary_case(diff, c.op, t, shape, In::random(t, shape, c.lo, c.hi, 5));
       }
@@ -103,7 +86,7 @@ TEST(Backward, UnaryOps) {
 
 TEST(Backward, GeluBothApproximations) {
   Differential diff;
-  for (dx_dtype_t t : kFloatTypes) {
+  for (dx_dtype_t t : kFloatDtypes) {
     for (const char* mode : {"none", "tanh"}) {
       unary_case(diff, "dx.gelu", t, {5, 40}, In::random(t, {5, 40}, -5, 5, 7),
                  [mode] { return Attrs().str("approximate", mode); });
@@ -123,7 +106,7 @@ TEST(Backward, UnarySpecialValues) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const std::vector<double> x = {0.0, -0.0, 1.0, -1.0, inf, -inf, nan, 1e-30, 3.0, -3.0, 0.5, 2.0};
   const std::vector<int64_t> shape = {static_cast<int64_t>(x.size())};
-  for (dx_dtype_t t : kFloatTypes) {
+  for (dx_dtype_t t : kFloatDtypes) {
     for (const char* op : {"dx.neg", "dx.abs", "dx.sign", "dx.relu", "dx.exp", "dx.sqrt", "dx.log",
                            "dx.reciprocal", "dx.tanh", "dx.sigmoid", "dx.silu", "dx.erf", "dx.gelu"}) {
       unary_case(diff, op, t, shape, In::of(t, shape, x));
@@ -134,10 +117,10 @@ TEST(Backward, UnarySpecialValues) {
     for (const char* op : {"dx.relu", "dx.abs", "dx.mul"}) {
       if (std::string(op) == "dx.mul") {
         compare(diff, op, {dy, xs, xs, xs}, {Out(t, shape), Out(t, shape)}, no_attrs, tolerance(t),
-              std::string(op) + " " + name_of(t) + " non-finite dy");
+              std::string(op) + " " + dtype_name(t) + " non-finite dy");
       } else {
         compare(diff, op, {dy, xs, xs}, {Out(t, shape)}, no_attrs, tolerance(t),
-              std::string(op) + " " + name_of(t) + " non-finite dy");
+              std::string(op) + " " + dtype_name(t) + " non-finite dy");
       }
     }
   }
@@ -148,7 +131,7 @@ TEST(Backward, Clamp) {
   // x exactly at the bounds (the gradient passes), inside, outside, NaN.
   const std::vector<double> x = {-1.0, 1.0, 0.0, -2.0, 2.0, 0.5, std::numeric_limits<double>::quiet_NaN(), -0.75};
   const std::vector<int64_t> shape = {static_cast<int64_t>(x.size())};
-  for (dx_dtype_t t : kFloatTypes) {
+  for (dx_dtype_t t : kFloatDtypes) {
     unary_case(diff, "dx.clamp", t, shape, In::of(t, shape, x),
                [] { return Attrs().f64("min", -1.0).f64("max", 1.0); });
     unary_case(diff, "dx.clamp", t, shape, In::of(t, shape, x), [] { return Attrs().f64("min", -1.0); });
@@ -164,7 +147,7 @@ TEST(Backward, Clamp) {
 void binary_case(Differential& diff, const char* op, dx_dtype_t t, const std::vector<int64_t>& sa,
                  const std::vector<int64_t>& sb, const In& a, const In& b, uint64_t seed = 11) {
   const std::vector<int64_t> so = broadcast(sa, sb);
-  const std::string what = std::string(op) + " " + name_of(t) + " " + shape_name(sa) + " x " + shape_name(sb);
+  const std::string what = std::string(op) + " " + dtype_name(t) + " " + shape_name(sa) + " x " + shape_name(sb);
   const In dy = In::random(t, so, -2, 2, seed);
   const In y = In::random(t, so, -1, 1, seed + 1);
   Tol tol = tolerance(t);
@@ -184,7 +167,7 @@ const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> kBinary
 TEST(Backward, BinaryOps) {
   Differential diff;
   for (const char* op : {"dx.add", "dx.sub", "dx.mul", "dx.div", "dx.maximum", "dx.minimum"}) {
-    for (dx_dtype_t t : kFloatTypes) {
+    for (dx_dtype_t t : kFloatDtypes) {
       for (const auto& [sa, sb] : kBinaryShapes) {
         const bool div = std::string(op) == "dx.div";
         binary_case(diff, op, t, sa, sb, In::random(t, sa, -3, 3, 21),
@@ -196,7 +179,7 @@ TEST(Backward, BinaryOps) {
 
 TEST(Backward, Pow) {
   Differential diff;
-  for (dx_dtype_t t : kFloatTypes) {
+  for (dx_dtype_t t : kFloatDtypes) {
     for (const auto& [sa, sb] : kBinaryShapes) {
       binary_case(diff, "dx.pow", t, sa, sb, In::random(t, sa, 0.2, 3, 31), In::random(t, sb, -2, 2, 32));
     }
@@ -212,7 +195,7 @@ TEST(Backward, MaximumMinimumTies) {
   Differential diff;
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const std::vector<int64_t> s = {8};
-  for (dx_dtype_t t : kFloatTypes) {
+  for (dx_dtype_t t : kFloatDtypes) {
     for (const char* op : {"dx.maximum", "dx.minimum"}) {
       binary_case(diff, op, t, s, s, In::of(t, s, {1, 2, 3, 3, nan, 1, nan, -0.0}),
                   In::of(t, s, {1, 1, 4, 3, 2, nan, nan, 0.0}));
@@ -230,10 +213,10 @@ TEST(Backward, Where) {
   const std::vector<std::tuple<std::vector<int64_t>, std::vector<int64_t>, std::vector<int64_t>>> shapes = {
       {{5}, {5}, {5}}, {{3, 4}, {4}, {3, 1}}, {{}, {2, 3}, {}}, {{2, 1, 3}, {4, 1}, {3}}, {{0, 2}, {2}, {1}},
       {{50, 40}, {50, 40}, {40}}};
-  for (dx_dtype_t t : kFloatTypes) {
+  for (dx_dtype_t t : kFloatDtypes) {
     for (const auto& [sc, sa, sb] : shapes) {
       const std::vector<int64_t> so = broadcast(broadcast(sc, sa), sb);
-      const std::string what = "where " + name_of(t) + " " + shape_name(sc) + shape_name(sa) + shape_name(sb);
+      const std::string what = "where " + dtype_name(t) + " " + shape_name(sc) + shape_name(sa) + shape_name(sb);
       const In c = In::random(DX_DTYPE_BOOL, sc, 0, 2, 51);
       const In a = In::random(t, sa, -2, 2, 52), b = In::random(t, sb, -2, 2, 53);
       const In dy = In::random(t, so, -2, 2, 54), y = In::random(t, so, -2, 2, 55);
@@ -249,10 +232,10 @@ TEST(Backward, Where) {
 
 TEST(Backward, CastCopyTranspose) {
   Differential diff;
-  for (dx_dtype_t from : kFloatTypes) {
-    for (dx_dtype_t to : kFloatTypes) {
+  for (dx_dtype_t from : kFloatDtypes) {
+    for (dx_dtype_t to : kFloatDtypes) {
       for (const auto& shape : kUnaryShapes) {
-        const std::string what = "cast " + name_of(from) + "->" + name_of(to) + " " + shape_name(shape);
+        const std::string what = "cast " + dtype_name(from) + "->" + dtype_name(to) + " " + shape_name(shape);
         const In dy = In::random(to, shape, -300, 300, 61), x = In::random(from, shape, -2, 2, 62);
         const Tol tol = tolerance(from).rtol > tolerance(to).rtol ? tolerance(from) : tolerance(to);
         compare(diff, "dx.cast", {dy, x, In::random(to, shape, -1, 1, 63)}, {Out(from, shape)}, no_attrs, tol, what);
@@ -276,7 +259,7 @@ TEST(Backward, CastCopyTranspose) {
         }
       }
       const AttrsFn attrs = [&c] { return c.perm.empty() ? Attrs() : Attrs().i64s("perm", c.perm); };
-      const std::string what = "transpose " + name_of(from) + " " + shape_name(c.shape);
+      const std::string what = "transpose " + dtype_name(from) + " " + shape_name(c.shape);
       compare(diff, "dx.transpose",
             {In::random(from, out_shape, -2, 2, 65), In::random(from, c.shape, -2, 2, 66),
              In::random(from, out_shape, -2, 2, 67)},
@@ -293,34 +276,34 @@ TEST(Backward, ExactClassGradientsAreTheReferencesBits) {
   // contributions in the reference's order.
   Differential diff;
   const Attrs none;
-  for (dx_dtype_t t : kFloatTypes) {
+  for (dx_dtype_t t : kFloatDtypes) {
     for (const char* op : {"dx.maximum", "dx.minimum"}) {
       for (const auto& [sa, sb] : kBinaryShapes) {
         const std::vector<int64_t> so = broadcast(sa, sb);
         const In dy = In::random(t, so, -30, 30, 131), y = In::random(t, so, -2, 2, 132);
         expect_equal(diff.run(op, {dy, In::random(t, sa, -3, 3, 133), In::random(t, sb, -3, 3, 134), y},
                               {Out(t, sa), Out(t, sb)}, none, true),
-                     std::string(op) + " " + name_of(t) + " " + shape_name(sa) + " x " + shape_name(sb));
+                     std::string(op) + " " + dtype_name(t) + " " + shape_name(sa) + " x " + shape_name(sb));
       }
     }
     const In dy = In::random(t, {50, 40}, -30, 30, 135);
     expect_equal(diff.run("dx.where", {dy, In::random(DX_DTYPE_BOOL, {1, 40}, 0, 2, 136), In::random(t, {40}),
                                        In::random(t, {50, 1}), dy},
                           {Out(DX_DTYPE_BOOL, {1, 40}), Out(t, {40}), Out(t, {50, 1})}, none, true),
-                 "where " + name_of(t));
+                 "where " + dtype_name(t));
     const In x = In::random(t, {50, 40}, -3, 3, 137);
     for (const char* op : {"dx.relu", "dx.copy", "dx.abs", "dx.neg"}) {
-      expect_equal(diff.run(op, {dy, x, x}, {Out(t, {50, 40})}, none, true), std::string(op) + " " + name_of(t));
+      expect_equal(diff.run(op, {dy, x, x}, {Out(t, {50, 40})}, none, true), std::string(op) + " " + dtype_name(t));
     }
     for (const char* op : {"dx.max", "dx.min", "dx.sum"}) {
       const Attrs axes = Attrs().i64s("axes", {0});
       expect_equal(diff.run(op, {In::random(t, {40}, -3, 3, 138), x, In::random(t, {40}, -3, 3, 139)},
                             {Out(t, {50, 40})}, axes, true),
-                   std::string(op) + " " + name_of(t));
+                   std::string(op) + " " + dtype_name(t));
     }
     expect_equal(diff.run("dx.transpose", {In::random(t, {40, 50}, -3, 3, 140), x, In::random(t, {40, 50})},
                           {Out(t, {50, 40})}, none, true),
-                 "transpose " + name_of(t));
+                 "transpose " + dtype_name(t));
   }
 }
 
@@ -341,7 +324,7 @@ std::vector<int64_t> reduced_shape(const std::vector<int64_t>& shape, const std:
 void reduction_case(Differential& diff, const char* op, dx_dtype_t t, const std::vector<int64_t>& shape,
                     const std::vector<int64_t>& axes, bool keepdims, const In& x) {
   const std::vector<int64_t> so = reduced_shape(shape, axes, keepdims);
-  const std::string what = std::string(op) + " " + name_of(t) + " " + shape_name(shape) + " axes " +
+  const std::string what = std::string(op) + " " + dtype_name(t) + " " + shape_name(shape) + " axes " +
                            shape_name(axes) + (keepdims ? " keepdims" : "");
   const AttrsFn attrs = [&axes, keepdims] {
     Attrs a = Attrs().boolean("keepdims", keepdims);
@@ -365,7 +348,7 @@ TEST(Backward, Reductions) {
   Differential diff;
   for (const char* op : {"dx.sum", "dx.mean", "dx.prod", "dx.max", "dx.min"}) {
     const bool extreme = std::string(op) == "dx.max" || std::string(op) == "dx.min";
-    for (dx_dtype_t t : kFloatTypes) {
+    for (dx_dtype_t t : kFloatDtypes) {
       for (const ReductionShape& r : kReductionShapes) {
         int64_t group = 1;
         const auto so = reduced_shape(r.shape, r.axes, false);
@@ -388,7 +371,7 @@ TEST(Backward, ReductionSpecialValues) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const double inf = std::numeric_limits<double>::infinity();
   const std::vector<int64_t> s = {4, 5};
-  for (dx_dtype_t t : kFloatTypes) {
+  for (dx_dtype_t t : kFloatDtypes) {
     // Ties: the gradient goes to the first extreme; a NaN takes it (the first NaN).
     const In ties = In::of(t, s, {1, 3, 3, 2, 3,  -1, -1, -1, -1, -1,  2, nan, 5, nan, 5,  0, -0.0, 0, inf, inf});
     for (const char* op : {"dx.max", "dx.min"}) {
@@ -421,7 +404,7 @@ TEST(Backward, Softmax) {
   };
   const Case cases[] = {{{}, -1}, {{}, 0}, {{7}, 0}, {{3, 5}, -1}, {{3, 5}, 0}, {{2, 3, 4}, 1},
                         {{2, 0, 4}, 2}, {{4, 1}, 1}, {{1}, 0}, {{64, 300}, -1}, {{300, 64}, 0}};
-  for (dx_dtype_t t : kFloatTypes) {
+  for (dx_dtype_t t : kFloatDtypes) {
     for (const Case& c : cases) {
       const int64_t axis = c.axis;
       unary_case(diff, "dx.softmax", t, c.shape, In::random(t, c.shape, -5, 5, 81),
@@ -467,10 +450,10 @@ TEST(Backward, Matmul) {
       {{1, 3, 4}, {0, 4, 5}, false, false}, {{2, 4, 3}, {1, 5, 4}, true, true},  {{1, 1}, {1, 1}, false, false},
       {{33, 70}, {70, 45}, false, false},   {{3, 33, 70}, {45, 70}, false, true}, {{4}, {3, 4}, false, true},
   };
-  for (dx_dtype_t t : kFloatTypes) {
+  for (dx_dtype_t t : kFloatDtypes) {
     for (const Case& c : cases) {
       const std::vector<int64_t> so = matmul_shape(c.a, c.b, c.ta, c.tb);
-      const std::string what = "matmul " + name_of(t) + " " + shape_name(c.a) + (c.ta ? "T" : "") + " x " +
+      const std::string what = "matmul " + dtype_name(t) + " " + shape_name(c.a) + (c.ta ? "T" : "") + " x " +
                                shape_name(c.b) + (c.tb ? "T" : "");
       const In a = In::random(t, c.a, -2, 2, 91), b = In::random(t, c.b, -2, 2, 92);
       const In dy = In::random(t, so, -2, 2, 93), y = In::random(t, so, -2, 2, 94);
@@ -576,10 +559,10 @@ void check_views(Differential& diff, const char* op, const std::vector<Spec>& in
 
 TEST(Backward, StridedAndOffsetViews) {
   Differential diff;
-  for (dx_dtype_t t : kFloatTypes) {
+  for (dx_dtype_t t : kFloatDtypes) {
     for (Layout in_layout : {Layout::kGapped, Layout::kColumnMajor}) {
       for (Layout out_layout : {Layout::kCompact, Layout::kGapped, Layout::kColumnMajor}) {
-        const std::string tag = name_of(t) + " layout " + std::to_string(static_cast<int>(in_layout)) + "/" +
+        const std::string tag = dtype_name(t) + " layout " + std::to_string(static_cast<int>(in_layout)) + "/" +
                                 std::to_string(static_cast<int>(out_layout));
         const std::vector<int64_t> s = {6, 5, 7};
         const In x = In::random(t, s, 0.2, 2, 101), dy = In::random(t, s, -2, 2, 102);
@@ -616,7 +599,7 @@ TEST(Backward, StridedAndOffsetViews) {
 
 TEST(Backward, InPlaceGradients) {
   Differential diff;
-  for (dx_dtype_t t : kFloatTypes) {
+  for (dx_dtype_t t : kFloatDtypes) {
     const std::vector<int64_t> s = {4, 9};
     const In x = In::random(t, s, 0.2, 2, 111), dy = In::random(t, s, -2, 2, 112);
     const In b = In::random(t, s, 0.5, 2, 113);
@@ -629,25 +612,25 @@ TEST(Backward, InPlaceGradients) {
         check_views(diff, op, {spec_of(g, Layout::kCompact), spec_of(x, Layout::kCompact), spec_of(g, Layout::kCompact)},
                     {Spec{t, s, {}, Layout::kCompact, alias}},
                     [reduce] { return reduce ? Attrs().i64s("axes", {1}) : Attrs(); }, tolerance(t),
-                    std::string(op) + " " + name_of(t) + " alias input " + std::to_string(alias));
+                    std::string(op) + " " + dtype_name(t) + " alias input " + std::to_string(alias));
       }
       // Both gradients of mul: da over dy, then db over a (each pass must see the original data).
       check_views(diff, "dx.mul",
                   {spec_of(dy, Layout::kCompact), spec_of(x, Layout::kCompact), spec_of(b, Layout::kCompact),
                    spec_of(dy, Layout::kCompact)},
                   {Spec{t, s, {}, Layout::kCompact, 0}, Spec{t, s, {}, Layout::kCompact, 1 + alias}}, no_attrs,
-                  tolerance(t), "mul " + name_of(t) + " aliased gradients " + std::to_string(alias));
+                  tolerance(t), "mul " + dtype_name(t) + " aliased gradients " + std::to_string(alias));
     }
     // Transpose's gradient over its own (square) dy.
     const In sq = In::random(t, {6, 6}, -2, 2, 115);
     check_views(diff, "dx.transpose", {spec_of(sq, Layout::kCompact), spec_of(sq, Layout::kCompact), spec_of(sq, Layout::kCompact)},
-                {Spec{t, {6, 6}, {}, Layout::kCompact, 0}}, no_attrs, tolerance(t), "transpose in place " + name_of(t));
+                {Spec{t, {6, 6}, {}, Layout::kCompact, 0}}, no_attrs, tolerance(t), "transpose in place " + dtype_name(t));
     const In m = In::random(t, {5, 5}, -2, 2, 116);
     check_views(diff, "dx.matmul",
                 {spec_of(m, Layout::kCompact), spec_of(m, Layout::kCompact),
                  spec_of(m, Layout::kCompact), spec_of(m, Layout::kCompact)},
                 {Spec{t, {5, 5}, {}, Layout::kCompact, 1}, Spec{t, {5, 5}, {}, Layout::kCompact, 2}}, no_attrs,
-                matmul_tolerance(t), "matmul in place " + name_of(t));
+                matmul_tolerance(t), "matmul in place " + dtype_name(t));
   }
 }
 

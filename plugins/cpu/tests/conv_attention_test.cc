@@ -11,23 +11,6 @@
 namespace deepx::cpu::testing {
 namespace {
 
-const dx_dtype_t kFloatTypes[] = {DX_DTYPE_F64, DX_DTYPE_F32, DX_DTYPE_F16, DX_DTYPE_BF16};
-
-std::string dtype_label(dx_dtype_t t) {
-  switch (t) {
-    case DX_DTYPE_F64:
-      return "f64";
-    case DX_DTYPE_F32:
-      return "f32";
-    case DX_DTYPE_F16:
-      return "f16";
-    case DX_DTYPE_BF16:
-      return "bf16";
-    default:
-      return "?";
-  }
-}
-
 /// Relative and absolute tolerance of a dtype (the CPU plugin accumulates in f32 for
 /// f32/f16/bf16, the reference in f64; both round once).
 double tolerance(dx_dtype_t t) {
@@ -114,8 +97,8 @@ std::vector<In> conv_inputs(const ConvCase& c, dx_dtype_t t) {
 TEST(ConvAttention, Conv2dForward) {
   int index = 0;
   for (const ConvCase& c : conv_cases()) {
-    for (dx_dtype_t t : kFloatTypes) {
-      const std::string what = "conv case " + std::to_string(index) + " " + dtype_label(t);
+    for (dx_dtype_t t : kFloatDtypes) {
+      const std::string what = "conv case " + std::to_string(index) + " " + dtype_name(t);
       const auto r =
           diff().run("dx.conv2d", conv_inputs(c, t), {Out(t, conv_out_shape(c))}, conv_attrs(c));
       expect_close(r, tolerance(t), tolerance(t), what);
@@ -127,8 +110,8 @@ TEST(ConvAttention, Conv2dForward) {
 TEST(ConvAttention, Conv2dBackward) {
   int index = 0;
   for (const ConvCase& c : conv_cases()) {
-    for (dx_dtype_t t : kFloatTypes) {
-      const std::string what = "conv backward case " + std::to_string(index) + " " + dtype_label(t);
+    for (dx_dtype_t t : kFloatDtypes) {
+      const std::string what = "conv backward case " + std::to_string(index) + " " + dtype_name(t);
       std::vector<In> in = {In::random(t, conv_out_shape(c), -1, 1, 21)};
       for (In& x : conv_inputs(c, t)) in.push_back(std::move(x));
       in.push_back(In::random(t, conv_out_shape(c), -1, 1, 22));  // y: only its dtype matters
@@ -215,11 +198,11 @@ In tie_values(dx_dtype_t t, std::vector<int64_t> shape, bool with_nan) {
 TEST(ConvAttention, PoolForwardAndBackward) {
   int index = 0;
   for (const PoolCase& c : pool_cases()) {
-    for (dx_dtype_t t : kFloatTypes) {
+    for (dx_dtype_t t : kFloatDtypes) {
       for (const char* op : {"dx.max_pool2d", "dx.avg_pool2d"}) {
         for (bool with_nan : {false, true}) {
           const std::string what = std::string(op) + " case " + std::to_string(index) + " " +
-                                   dtype_label(t) + (with_nan ? " nan" : "");
+                                   dtype_name(t) + (with_nan ? " nan" : "");
           const In x = std::string(op) == "dx.max_pool2d"
                            ? tie_values(t, {c.n, c.c, c.h, c.w}, with_nan)
                            : In::random(t, {c.n, c.c, c.h, c.w}, -2, 2, 32);
@@ -303,8 +286,8 @@ Attrs attention_attrs(const AttentionCase& c) {
 TEST(ConvAttention, AttentionForwardAndBackward) {
   int index = 0;
   for (const AttentionCase& c : attention_cases()) {
-    for (dx_dtype_t t : kFloatTypes) {
-      const std::string what = "attention case " + std::to_string(index) + " " + dtype_label(t);
+    for (dx_dtype_t t : kFloatDtypes) {
+      const std::string what = "attention case " + std::to_string(index) + " " + dtype_name(t);
       const std::vector<In> in = attention_inputs(c, t);
       const Out out(t, with(c.batch, c.l, c.ev));
       expect_close(diff().run("dx.scaled_dot_product_attention", in, {out}, attention_attrs(c)),
@@ -335,8 +318,8 @@ TEST(ConvAttention, AttentionForwardAndBackward) {
 }
 
 TEST(ConvAttention, AttentionFullyMaskedRowsAndNonFinite) {
-  for (dx_dtype_t t : kFloatTypes) {
-    const std::string what = dtype_label(t);
+  for (dx_dtype_t t : kFloatDtypes) {
+    const std::string what = dtype_name(t);
     // Row 1 has no live key: NaN, as the reference.
     In q = In::random(t, {1, 3, 4}, -1, 1, 51), k = In::random(t, {1, 5, 4}, -1, 1, 52);
     In v = In::random(t, {1, 5, 2}, -1, 1, 53);

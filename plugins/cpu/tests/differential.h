@@ -166,6 +166,19 @@ inline int64_t numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
+/// Every F dtype, in the order the tests loop over them.
+inline constexpr dx_dtype_t kFloatDtypes[] = {DX_DTYPE_F64, DX_DTYPE_F32, DX_DTYPE_F16, DX_DTYPE_BF16};
+
+/// A dtype's name in failure messages ("f32"): the host's dx_dtype_string.
+inline std::string dtype_name(dx_dtype_t d) { return dx_dtype_string(d); }
+
+/// A shape in failure messages: "[2,3]".
+inline std::string shape_name(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
 // ---- call description --------------------------------------------------------------------------
 
 /// One input: dtype, shape, values (row-major, converted to the dtype), or absent (optional input).

@@ -23,22 +23,6 @@ Differential& diff() {
   return instance;
 }
 
-std::string label(dx_dtype_t t) {
-  switch (t) {
-    case DX_DTYPE_F64: return "f64";
-    case DX_DTYPE_F32: return "f32";
-    case DX_DTYPE_F16: return "f16";
-    case DX_DTYPE_BF16: return "bf16";
-    case DX_DTYPE_I64: return "i64";
-    case DX_DTYPE_I32: return "i32";
-    case DX_DTYPE_I16: return "i16";
-    case DX_DTYPE_I8: return "i8";
-    case DX_DTYPE_BOOL: return "bool";
-    default: return "?";
-  }
-}
-
-const dx_dtype_t kFloatTypes[] = {DX_DTYPE_F64, DX_DTYPE_F32, DX_DTYPE_F16, DX_DTYPE_BF16};
 
 // ---- transpose ----------------------------------------------------------------------------------
 
@@ -78,7 +62,7 @@ TEST(LayoutFastPaths, TransposeEveryElementSizeAndEdge) {
   int index = 0;
   for (const TransposeCase& c : cases) {
     for (dx_dtype_t t : types) {
-      const std::string what = "transpose case " + std::to_string(index) + " " + label(t);
+      const std::string what = "transpose case " + std::to_string(index) + " " + dtype_name(t);
       expect_equal(diff().run("dx.transpose", {values_of(t, c.shape, 3)},
                               {Out(t, permuted(c.shape, c.perm))}, Attrs().i64s("perm", c.perm)),
                    what);
@@ -149,13 +133,13 @@ TEST(LayoutFastPaths, CopyBetweenTransposedViews) {
     const ViewOf out_columns{poison, {rows, cols}, {1, rows + 2}, 7};
     expect_equal(Result{run_views(diff().cpu_plugin(), "dx.copy", in_compact, out_columns),
                         run_views(diff().reference_plugin(), "dx.copy", in_compact, out_columns)},
-                 "copy into a column-major view " + label(t));
+                 "copy into a column-major view " + dtype_name(t));
     // A transposed, offset input view into a compact output.
     const ViewOf in_columns{values_of(t, {3000}, 6), {rows, cols}, {1, rows + 3}, 11};
     const ViewOf out_compact{poison, {rows, cols}, {cols, 1}, 0};
     expect_equal(Result{run_views(diff().cpu_plugin(), "dx.copy", in_columns, out_compact),
                         run_views(diff().reference_plugin(), "dx.copy", in_columns, out_compact)},
-                 "copy of a column-major view " + label(t));
+                 "copy of a column-major view " + dtype_name(t));
   }
 }
 
@@ -184,7 +168,7 @@ TEST(LayoutFastPaths, TransposeLineTilesAroundTheirEdges) {
   int index = 0;
   for (const TransposeCase& c : cases) {
     for (dx_dtype_t t : types) {
-      const std::string what = "line tile case " + std::to_string(index) + " " + label(t);
+      const std::string what = "line tile case " + std::to_string(index) + " " + dtype_name(t);
       expect_equal(diff().run("dx.transpose", {values_of(t, c.shape, 4)},
                               {Out(t, permuted(c.shape, c.perm))}, Attrs().i64s("perm", c.perm)),
                    what);
@@ -228,9 +212,9 @@ TEST(LayoutFastPaths, TransposeBackwardTurnsNegativeZeroPositive) {
   };
   int index = 0;
   for (const TransposeCase& c : cases) {
-    for (dx_dtype_t t : kFloatTypes) {
+    for (dx_dtype_t t : kFloatDtypes) {
       const std::vector<int64_t> out_shape = permuted(c.shape, c.perm);
-      const std::string what = "transpose backward case " + std::to_string(index) + " " + label(t);
+      const std::string what = "transpose backward case " + std::to_string(index) + " " + dtype_name(t);
       const In dy = special_values(t, out_shape, 11);
       const In x = values_of(t, c.shape, 12);
       const In y = values_of(t, out_shape, 13);
@@ -281,10 +265,10 @@ TEST(LayoutFastPaths, PoolInteriorPaths) {
   };
   int index = 0;
   for (const PoolCase& c : cases) {
-    for (dx_dtype_t t : kFloatTypes) {
+    for (dx_dtype_t t : kFloatDtypes) {
       for (bool with_nan : {false, true}) {
         const std::string what =
-            "pool case " + std::to_string(index) + " " + label(t) + (with_nan ? " nan" : "");
+            "pool case " + std::to_string(index) + " " + dtype_name(t) + (with_nan ? " nan" : "");
         auto make_attrs = [&] {
           return Attrs()
               .i64s("kernel", c.kernel)
@@ -347,10 +331,10 @@ TEST(LayoutFastPaths, MaxPoolSeparablePasses) {
   };
   int index = 0;
   for (const PoolCase& c : cases) {
-    for (dx_dtype_t t : kFloatTypes) {
+    for (dx_dtype_t t : kFloatDtypes) {
       for (int special = 0; special < 3; ++special) {  // none, +-Inf, NaN and +-Inf
         const std::string what = "separable max case " + std::to_string(index) + " " +
-                                 label(t) + " special " + std::to_string(special);
+                                 dtype_name(t) + " special " + std::to_string(special);
         const In x = tie_input(t, c.shape, 30 + static_cast<uint64_t>(index), special == 2,
                                special >= 1);
         expect_equal(diff().run("dx.max_pool2d", {x}, {Out(t, pool_out(c))},
@@ -397,7 +381,7 @@ TEST(LayoutFastPaths, MaxPoolBandsWithALateSpecial) {
   };
   int index = 0;
   for (const PoolCase& c : cases) {
-    for (dx_dtype_t t : kFloatTypes) {
+    for (dx_dtype_t t : kFloatDtypes) {
       for (int special = 0; special < 3; ++special) {  // none, a NaN, +Inf
         In x = tie_input(t, c.shape, 60 + static_cast<uint64_t>(index), false, false);
         const int64_t h = c.shape[2], w = c.shape[3];
@@ -412,7 +396,7 @@ TEST(LayoutFastPaths, MaxPoolBandsWithALateSpecial) {
                                     .i64s("kernel", c.kernel)
                                     .i64s("stride", c.stride)
                                     .i64s("padding", c.padding)),
-                     "banded max case " + std::to_string(index) + " " + label(t) + " special " +
+                     "banded max case " + std::to_string(index) + " " + dtype_name(t) + " special " +
                          std::to_string(special));
       }
     }
@@ -438,7 +422,7 @@ TEST(LayoutFastPaths, MaxPoolStridedInputView) {
     expect_equal(Result{run_views(diff().cpu_plugin(), "dx.max_pool2d", input, output, attrs()),
                         run_views(diff().reference_plugin(), "dx.max_pool2d", input, output,
                                   attrs())},
-                 "max pool of a strided view " + label(t));
+                 "max pool of a strided view " + dtype_name(t));
   }
 }
 
@@ -461,8 +445,8 @@ TEST(LayoutFastPaths, DepthwiseConvDirect) {
   };
   int index = 0;
   for (const DepthwiseCase& c : cases) {
-    for (dx_dtype_t t : kFloatTypes) {
-      const std::string what = "depthwise case " + std::to_string(index) + " " + label(t);
+    for (dx_dtype_t t : kFloatDtypes) {
+      const std::string what = "depthwise case " + std::to_string(index) + " " + dtype_name(t);
       const int64_t co = c.c * c.multiplier;
       const int64_t ho = (c.h + 2 * c.padding - c.dilation * (c.k - 1) - 1) / c.stride + 1;
       const int64_t wo = (c.w + 2 * c.padding - c.dilation * (c.k - 1) - 1) / c.stride + 1;
@@ -508,8 +492,8 @@ TEST(LayoutFastPaths, Stride1ConvManyChannels) {
   };
   int index = 0;
   for (const WideConvCase& c : cases) {
-    for (dx_dtype_t t : kFloatTypes) {
-      const std::string what = "stride-1 conv case " + std::to_string(index) + " " + label(t);
+    for (dx_dtype_t t : kFloatDtypes) {
+      const std::string what = "stride-1 conv case " + std::to_string(index) + " " + dtype_name(t);
       const int64_t ho = c.h + 2 * c.pad_h - c.kh + 1, wo = c.w + 2 * c.pad_w - c.kw + 1;
       auto attrs = [&] {
         return Attrs().i64s("padding", {c.pad_h, c.pad_w}).i64("groups", c.groups);

@@ -23,22 +23,6 @@ const std::vector<dx_dtype_t> kFloat = {DX_DTYPE_F64, DX_DTYPE_F32, DX_DTYPE_F16
 const std::vector<dx_dtype_t> kInt = {DX_DTYPE_I64, DX_DTYPE_I32, DX_DTYPE_I16, DX_DTYPE_I8,
                                       DX_DTYPE_U8};
 
-std::string name(dx_dtype_t d) {
-  switch (d) {
-    case DX_DTYPE_F64: return "f64";
-    case DX_DTYPE_F32: return "f32";
-    case DX_DTYPE_F16: return "f16";
-    case DX_DTYPE_BF16: return "bf16";
-    case DX_DTYPE_I64: return "i64";
-    case DX_DTYPE_I32: return "i32";
-    case DX_DTYPE_I16: return "i16";
-    case DX_DTYPE_I8: return "i8";
-    case DX_DTYPE_U8: return "u8";
-    case DX_DTYPE_BOOL: return "bool";
-    default: return "?";
-  }
-}
-
 bool is_float(dx_dtype_t d) {
   return d == DX_DTYPE_F64 || d == DX_DTYPE_F32 || d == DX_DTYPE_F16 || d == DX_DTYPE_BF16;
 }
@@ -76,7 +60,7 @@ TEST(MovementRandom, PhiloxKnownAnswers) {
 TEST(MovementRandom, ReshapeBroadcastSliceAllDtypes) {
   Differential diff;
   for (dx_dtype_t d : kAll) {
-    const std::string n = name(d);
+    const std::string n = dtype_name(d);
     expect_equal(diff.run("dx.reshape", {data(d, {2, 3, 4})}, {Out(d, {4, 6})}), "reshape " + n);
     expect_equal(diff.run("dx.reshape", {data(d, {})}, {Out(d, {1, 1})}), "reshape rank0 " + n);
     expect_equal(diff.run("dx.reshape", {data(d, {0, 3})}, {Out(d, {3, 0})}), "reshape empty " + n);
@@ -94,7 +78,7 @@ TEST(MovementRandom, ReshapeBroadcastSliceAllDtypes) {
 TEST(MovementRandom, ConcatSplitAllDtypes) {
   Differential diff;
   for (dx_dtype_t d : kAll) {
-    const std::string n = name(d);
+    const std::string n = dtype_name(d);
     expect_equal(diff.run("dx.concat", {data(d, {2, 3, 4}, 1), data(d, {2, 1, 4}, 2), data(d, {2, 0, 4}, 3), data(d, {2, 5, 4}, 4)},
                           {Out(d, {2, 9, 4})}, Attrs().i64("axis", -2)), "concat " + n);
     expect_equal(diff.run("dx.concat", {data(d, {3})}, {Out(d, {3})}), "concat one " + n);
@@ -113,7 +97,7 @@ TEST(MovementRandom, ConcatSplitAllDtypes) {
 TEST(MovementRandom, PadTileAllDtypes) {
   Differential diff;
   for (dx_dtype_t d : kAll) {
-    const std::string n = name(d);
+    const std::string n = dtype_name(d);
     expect_equal(diff.run("dx.pad", {data(d, {3, 4})}, {Out(d, {6, 5})},
                           Attrs().i64s("pads", {1, 2, 0, 1}).i64("value", 7)), "pad i64 value " + n);
     expect_equal(diff.run("dx.pad", {data(d, {2, 2, 3})}, {Out(d, {3, 2, 7})},
@@ -134,11 +118,11 @@ TEST(MovementRandom, PadTileAllDtypes) {
   for (dx_dtype_t d : kAll) {
     for (int64_t v : {int64_t{1152921504606846977} + (int64_t{1} << 52), int64_t{-300}, int64_t{65519}}) {
       expect_equal(diff.run("dx.pad", {data(d, {1})}, {Out(d, {3})}, Attrs().i64s("pads", {1, 1}).i64("value", v)),
-                   "pad exotic i64 " + name(d));
+                   "pad exotic i64 " + dtype_name(d));
     }
     for (double v : {1e300, -1e300, std::nan(""), -0.0, 65520.0, 3.999}) {
       expect_equal(diff.run("dx.pad", {data(d, {1})}, {Out(d, {3})}, Attrs().i64s("pads", {1, 1}).f64("value", v)),
-                   "pad exotic f64 " + name(d));
+                   "pad exotic f64 " + dtype_name(d));
     }
   }
 }
@@ -146,7 +130,7 @@ TEST(MovementRandom, PadTileAllDtypes) {
 TEST(MovementRandom, IndexingAllDtypes) {
   Differential diff;
   for (dx_dtype_t d : kAll) {
-    const std::string n = name(d);
+    const std::string n = dtype_name(d);
     for (dx_dtype_t it : {DX_DTYPE_I32, DX_DTYPE_I64}) {
       expect_equal(diff.run("dx.index_select", {data(d, {4, 5, 3}), indices(it, {7}, 5)}, {Out(d, {4, 7, 3})},
                             Attrs().i64("axis", 1)), "index_select axis 1 " + n);
@@ -179,22 +163,22 @@ TEST(MovementRandom, IndexingAllDtypes) {
 TEST(MovementRandom, Arange) {
   Differential diff;
   for (dx_dtype_t d : kFloat) {
-    expect_equal(diff.run("dx.arange", {}, {Out(d, {17})}), "arange default " + name(d));
+    expect_equal(diff.run("dx.arange", {}, {Out(d, {17})}), "arange default " + dtype_name(d));
     expect_equal(diff.run("dx.arange", {}, {Out(d, {3, 5})}, Attrs().f64("start", -1.3).f64("step", 0.1)),
-                 "arange f64 attrs " + name(d));
+                 "arange f64 attrs " + dtype_name(d));
     expect_equal(diff.run("dx.arange", {}, {Out(d, {9})}, Attrs().i64("start", 5).i64("step", -3)),
-                 "arange i64 attrs " + name(d));
-    expect_equal(diff.run("dx.arange", {}, {Out(d, {})}, Attrs().f64("start", 2.5)), "arange rank 0 " + name(d));
+                 "arange i64 attrs " + dtype_name(d));
+    expect_equal(diff.run("dx.arange", {}, {Out(d, {})}, Attrs().f64("start", 2.5)), "arange rank 0 " + dtype_name(d));
   }
   for (dx_dtype_t d : kInt) {
-    expect_equal(diff.run("dx.arange", {}, {Out(d, {2, 11})}), "arange default " + name(d));
+    expect_equal(diff.run("dx.arange", {}, {Out(d, {2, 11})}), "arange default " + dtype_name(d));
     expect_equal(diff.run("dx.arange", {}, {Out(d, {40})}, Attrs().i64("start", 100).i64("step", 7)),
-                 "arange wraps " + name(d));
+                 "arange wraps " + dtype_name(d));
     expect_equal(diff.run("dx.arange", {}, {Out(d, {40})}, Attrs().f64("start", -3.5).f64("step", 9.75)),
-                 "arange f64 saturates " + name(d));
+                 "arange f64 saturates " + dtype_name(d));
     expect_equal(diff.run("dx.arange", {}, {Out(d, {5})}, Attrs().i64("start", 1).f64("step", 0.5)),
-                 "arange mixed " + name(d));
-    expect_equal(diff.run("dx.arange", {}, {Out(d, {0})}), "arange empty " + name(d));
+                 "arange mixed " + dtype_name(d));
+    expect_equal(diff.run("dx.arange", {}, {Out(d, {0})}), "arange empty " + dtype_name(d));
   }
   expect_equal(diff.run("dx.arange", {}, {Out(DX_DTYPE_I64, {3})},
                         Attrs().i64("start", INT64_MAX - 1).i64("step", INT64_MAX)), "arange i64 overflow");
@@ -265,7 +249,7 @@ In poison(dx_dtype_t d, int64_t count) { return In::of(d, {count}, std::vector<d
 TEST(MovementRandom, StridedAndOffsetViews) {
   Differential diff;
   for (dx_dtype_t d : kAll) {
-    const std::string n = name(d);
+    const std::string n = dtype_name(d);
     // x: a transposed, offset view (3, 4) of a (5, 6) base; y: every other element of a base.
     const ViewIn x{data(d, {5, 6}), {3, 4}, {1, 6}, 7};
     const ViewIn y12{poison(d, 30), {12}, {2}, 3};
@@ -296,11 +280,11 @@ TEST(MovementRandom, StridedAndOffsetViews) {
   }
   for (dx_dtype_t d : kFloat) {
     expect_equal(both_views(diff, "dx.arange", {}, ViewIn{poison(d, 40), {3, 4}, {1, 5}, 3},
-                            Attrs().f64("start", 0.25).f64("step", 1.5)), "arange strided " + name(d));
+                            Attrs().f64("start", 0.25).f64("step", 1.5)), "arange strided " + dtype_name(d));
     expect_equal(both_views(diff, "dx.uniform", {}, ViewIn{poison(d, 40), {3, 5}, {1, 3}, 2},
-                            Attrs().i64("seed", 99).i64("offset", 3)), "uniform strided " + name(d));
+                            Attrs().i64("seed", 99).i64("offset", 3)), "uniform strided " + dtype_name(d));
     expect_equal(both_views(diff, "dx.normal", {}, ViewIn{poison(d, 40), {3, 5}, {1, 3}, 2},
-                            Attrs().i64("seed", 99)), "normal strided " + name(d));
+                            Attrs().i64("seed", 99)), "normal strided " + dtype_name(d));
   }
 }
 
@@ -325,7 +309,7 @@ TEST(MovementRandom, LargeParallelCopiesAgree) {
 TEST(MovementRandom, BackwardBitExact) {
   Differential diff;
   for (dx_dtype_t d : kFloat) {
-    const std::string n = name(d);
+    const std::string n = dtype_name(d);
     In dy = data(d, {4, 6}, 5);
     dy.values[0] = -0.0;  // gradients are 0.0 + dy: -0 comes back as +0
     expect_equal(diff.run("dx.reshape", {dy, data(d, {2, 3, 4}), data(d, {4, 6})}, {Out(d, {2, 3, 4})}, Attrs(), true),
@@ -381,10 +365,10 @@ TEST(MovementRandom, StridedBackward) {
     const ViewIn x{data(d, {12}), {12}, {1}, 0};
     const ViewIn y{data(d, {12}), {12}, {1}, 0};
     expect_equal(both_views(diff, "dx.reshape", {dy, x, y}, ViewIn{poison(d, 30), {12}, {2}, 3}, Attrs(), true),
-                 "reshape backward strided " + name(d));
+                 "reshape backward strided " + dtype_name(d));
     const ViewIn x31{data(d, {3}), {3, 1}, {1, 1}, 0};
     expect_equal(both_views(diff, "dx.broadcast_to", {dy, x31, dy}, ViewIn{poison(d, 10), {3, 1}, {3, 1}, 1}, Attrs(), true),
-                 "broadcast_to backward strided " + name(d));
+                 "broadcast_to backward strided " + dtype_name(d));
   }
 }
 
@@ -397,7 +381,7 @@ TEST(MovementRandom, RandomStreamsBitExact) {
     for (const auto& shape : shapes) {
       for (int64_t seed : {int64_t{0}, int64_t{42}, int64_t{-1}, int64_t{0x123456789abcdef}}) {
         for (int64_t offset : {int64_t{0}, int64_t{5}, int64_t{-2}}) {
-          const std::string what = name(d) + " seed " + std::to_string(seed) + " offset " + std::to_string(offset) +
+          const std::string what = dtype_name(d) + " seed " + std::to_string(seed) + " offset " + std::to_string(offset) +
                                    " numel " + std::to_string(numel(shape));
           expect_equal(diff.run("dx.uniform", {}, {Out(d, shape)}, Attrs().i64("seed", seed).i64("offset", offset)),
                        "uniform " + what);
@@ -420,15 +404,15 @@ TEST(MovementRandom, RandomStreamsBitExact) {
     // Large enough to run on every OpenMP thread (ranges start mid-block).
     const std::vector<int64_t> large = {1000, 67};
     const Attrs seeded = Attrs().i64("seed", 1234567).i64("offset", 11);
-    expect_equal(diff.run("dx.uniform", {}, {Out(d, large)}, seeded), "uniform large " + name(d));
-    expect_equal(diff.run("dx.normal", {}, {Out(d, large)}, seeded), "normal large " + name(d));
+    expect_equal(diff.run("dx.uniform", {}, {Out(d, large)}, seeded), "uniform large " + dtype_name(d));
+    expect_equal(diff.run("dx.normal", {}, {Out(d, large)}, seeded), "normal large " + dtype_name(d));
     expect_equal(diff.run("dx.dropout", {data(d, large, 4)}, {Out(d, large), Out(DX_DTYPE_BOOL, large)},
-                          Attrs().f64("p", 0.25).i64("seed", 99)), "dropout large " + name(d));
-    expect_equal(diff.run("dx.uniform", {}, {Out(d, {13})}), "uniform unset attrs " + name(d));
+                          Attrs().f64("p", 0.25).i64("seed", 99)), "dropout large " + dtype_name(d));
+    expect_equal(diff.run("dx.uniform", {}, {Out(d, {13})}), "uniform unset attrs " + dtype_name(d));
     expect_equal(diff.run("dx.dropout", {data(d, {9})}, {Out(d, {9}), Out(DX_DTYPE_BOOL, {9})},
-                          Attrs().f64("p", 0.5).boolean("training", false)), "dropout eval " + name(d));
+                          Attrs().f64("p", 0.5).boolean("training", false)), "dropout eval " + dtype_name(d));
     expect_equal(diff.run("dx.dropout", {data(d, {9})}, {Out(d, {9}), Out(DX_DTYPE_BOOL, {9})}),
-                 "dropout defaults " + name(d));
+                 "dropout defaults " + dtype_name(d));
   }
 }
 

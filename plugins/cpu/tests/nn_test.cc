@@ -13,17 +13,6 @@
 namespace deepx::cpu::testing {
 namespace {
 
-constexpr dx_dtype_t kFloatDtypes[] = {DX_DTYPE_F64, DX_DTYPE_F32, DX_DTYPE_F16, DX_DTYPE_BF16};
-
-const char* name_of(dx_dtype_t d) {
-  switch (d) {
-    case DX_DTYPE_F64: return "f64";
-    case DX_DTYPE_F32: return "f32";
-    case DX_DTYPE_F16: return "f16";
-    default: return "bf16";
-  }
-}
-
 /// Tolerances per dtype (relative, absolute), against the f64-computed reference.
 struct Tol {
   double rtol, atol;
@@ -39,7 +28,7 @@ Tol tol_for(dx_dtype_t d) {
 
 void close(const Result& r, dx_dtype_t d, const std::string& what, double scale = 1.0) {
   const Tol t = tol_for(d);
-  expect_close(r, t.rtol * scale, t.atol * scale, what + " " + name_of(d));
+  expect_close(r, t.rtol * scale, t.atol * scale, what + " " + dtype_name(d));
 }
 
 // ---- views: strided and broadcast layouts -------------------------------------------------------
@@ -655,7 +644,7 @@ TEST(NnCrossEntropy, HugeLogitsKeepLogTwo) {
   const double log2 = std::log(2.0);
   const In labels = In::of(DX_DTYPE_I64, {1}, {0});
   for (dx_dtype_t d : {DX_DTYPE_F64, DX_DTYPE_F32, DX_DTYPE_BF16}) {
-    SCOPED_TRACE(name_of(d));
+    SCOPED_TRACE(dtype_name(d));
     const In x = In::of(d, {1, 4}, {1e17, 1e17, 0, 0});
     const double expected = from_bytes(d, to_bytes(d, {log2}))[0];  // log 2 rounded to d
     const double ulp = d == DX_DTYPE_F64 ? 0x1p-53 : d == DX_DTYPE_F32 ? 0x1p-24 : 0x1p-8;
