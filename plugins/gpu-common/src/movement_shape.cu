@@ -372,13 +372,23 @@ View slice_region(const View& v, const SlicePlan& p) {
   return sub_view(v, offset, p.shape, strides);
 }
 
+/// The prologue of a one-input, one-output forward (slice, pad, tile): input 0 and output 0,
+/// the output of the input's dtype, both on one device.
+struct UnaryOperands {
+  View x, y;
+};
+UnaryOperands unary_operands(const dx_kernel_call_t* call) {
+  expect_arity(call, 1, 1);
+  UnaryOperands o{make_view(call->inputs[0], "input 0"), make_view(call->outputs[0], "output 0")};
+  expect_dtype(o.y, o.x.dtype, "output 0");
+  expect_one_device({&o.x, &o.y});
+  return o;
+}
+
 dx_error_t* slice_forward(const dx_kernel_call_t* call) {
   return kernel_entry(call, [&] {
-    expect_arity(call, 1, 1);
-    const View x = make_view(call->inputs[0], "input 0");
-    const View y = make_view(call->outputs[0], "output 0");
-    expect_dtype(y, x.dtype, "output 0");
-    expect_one_device({&x, &y});
+    const UnaryOperands operands = unary_operands(call);
+    const View &x = operands.x, &y = operands.y;
     const SlicePlan p = plan_slice(call, x);
     expect_shape(y, p.shape, "slice");
     Exec exec(call, y.device);
@@ -430,11 +440,8 @@ View pad_interior(const View& padded, const std::vector<int64_t>& before, const 
 
 dx_error_t* pad_forward(const dx_kernel_call_t* call) {
   return kernel_entry(call, [&] {
-    expect_arity(call, 1, 1);
-    const View x = make_view(call->inputs[0], "input 0");
-    const View y = make_view(call->outputs[0], "output 0");
-    expect_dtype(y, x.dtype, "output 0");
-    expect_one_device({&x, &y});
+    const UnaryOperands operands = unary_operands(call);
+    const View &x = operands.x, &y = operands.y;
     std::vector<int64_t> out_shape;
     const std::vector<int64_t> before = pad_before(call, x, out_shape);
     expect_shape(y, out_shape, "pad");
@@ -509,11 +516,8 @@ std::vector<int64_t> input_strides2(const TilePlan& p) {
 
 dx_error_t* tile_forward(const dx_kernel_call_t* call) {
   return kernel_entry(call, [&] {
-    expect_arity(call, 1, 1);
-    const View x = make_view(call->inputs[0], "input 0");
-    const View y = make_view(call->outputs[0], "output 0");
-    expect_dtype(y, x.dtype, "output 0");
-    expect_one_device({&x, &y});
+    const UnaryOperands operands = unary_operands(call);
+    const View &x = operands.x, &y = operands.y;
     const TilePlan p = plan_tile(call, x);
     expect_shape(y, p.out_shape, "tile");
     Exec exec(call, y.device);
