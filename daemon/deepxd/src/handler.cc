@@ -347,11 +347,14 @@ void Connection::Feed(std::span<const uint8_t> data) {
                         e.fatal ? "protocol error, closing: " + e.error.message
                                 : "protocol error: " + e.error.message,
                         session_, e.task_id, {{"status", wire::StatusName(e.error.code)}});
-      Reply(wire::reply::Error(e.task_id, e.error.code, e.error.message));
       if (e.fatal) {
+        // The requests before the break in the stream are sound: answer them first.
+        RunQueue();
+        Reply(wire::reply::Error(e.task_id, e.error.code, e.error.message));
         closing_ = true;
         break;
       }
+      Reply(wire::reply::Error(e.task_id, e.error.code, e.error.message));
       continue;
     }
     Enqueue(std::move(e.message));

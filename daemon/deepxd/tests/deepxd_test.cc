@@ -326,6 +326,30 @@ TEST_F(Deepxd, GarbageBytesAreAnsweredAndClosed) {
   auto c2 = Connected();
 }
 
+TEST_F(Deepxd, RequestsBeforeABrokenFrameAreAnsweredFirst) {
+  StartWith(BaseConfig());
+  auto c = Connected();
+  std::vector<uint8_t> bytes;
+  ASSERT_TRUE(wire::EncodeRequest(bytes, wire::request::ListOps(1), {}, {}).ok());
+  ASSERT_TRUE(wire::EncodeRequest(bytes, wire::request::Stats(2), {}, {}).ok());
+  const char junk[] = "not a frame";
+  bytes.insert(bytes.end(), junk, junk + sizeof junk);
+  ASSERT_TRUE(c->SendRaw(bytes));
+  auto r = c->Receive();
+  ASSERT_TRUE(r) << c->error();
+  EXPECT_EQ(r->task_id, 1u);
+  EXPECT_EQ(r->status, DX_OK);
+  r = c->Receive();
+  ASSERT_TRUE(r) << c->error();
+  EXPECT_EQ(r->task_id, 2u);
+  EXPECT_EQ(r->status, DX_OK);
+  r = c->Receive();
+  ASSERT_TRUE(r) << c->error();
+  EXPECT_EQ(r->task_id, 0u);
+  EXPECT_EQ(r->status, DX_INVALID_ARGUMENT);
+  EXPECT_TRUE(c->WaitClosed());
+}
+
 TEST_F(Deepxd, TruncatedFrameThenEndOfStream) {
   StartWith(BaseConfig());
   auto c = Connected(false);
