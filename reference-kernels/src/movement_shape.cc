@@ -51,6 +51,11 @@ SlicePlan plan_slice(const Call& call, const Tensor& x) {
   return p;
 }
 
+// The x index that output index i of a slice reads: start + i * step per dim.
+void slice_source(const SlicePlan& p, std::span<const std::int64_t> i, std::vector<std::int64_t>& xi) {
+  for (std::size_t k = 0; k < xi.size(); ++k) xi[k] = p.start[k] + i[k] * p.step[k];
+}
+
 // ---- pad ----
 struct PadPlan {
   std::vector<std::int64_t> before, out_shape;
@@ -91,6 +96,15 @@ TilePlan plan_tile(const Call& call, const Tensor& x) {
   p.x.strides.insert(p.x.strides.begin(), p.lead, 0);
   for (std::size_t k = 0; k < r; ++k) p.out_shape.push_back(p.x.shape[k] * reps[k]);
   return p;
+}
+
+// The x index that output index i of a pad reads, into xi; false when i lies in the border.
+bool pad_source(const PadPlan& p, const Tensor& x, std::span<const std::int64_t> i, std::vector<std::int64_t>& xi) {
+  for (std::size_t k = 0; k < xi.size(); ++k) {
+    xi[k] = i[k] - p.before[k];
+    if (xi[k] < 0 || xi[k] >= x.shape[k]) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -268,7 +282,7 @@ void slice(const Call& call) {
   expect_output_shape(y, p.out_shape);
   std::vector<std::int64_t> xi(x.rank());
   for_each_index(y.shape, [&](std::span<const std::int64_t> i) {
-    for (std::size_t k = 0; k < xi.size(); ++k) xi[k] = p.start[k] + i[k] * p.step[k];
+    slice_source(p, i, xi);
     move_bytes(y, i, x, xi);
   });
 }
@@ -279,7 +293,7 @@ void slice_backward(const Call& call) {
   const SlicePlan p = plan_slice(call, x);
   expect_output_shape(dy, p.out_shape);
   movement_backward(dy, x, grad_output(call, 0, x.shape), [&](std::span<const std::int64_t> i, std::vector<std::int64_t>& xi) {
-    for (std::size_t k = 0; k < xi.size(); ++k) xi[k] = p.start[k] + i[k] * p.step[k];
+    slice_source(p, i, xi);
     return true;
   });
 }
@@ -294,12 +308,7 @@ void pad(const Call& call) {
   encode_value(call, 1, "value", y.dtype, fill_value);
   std::vector<std::int64_t> xi(x.rank());
   for_each_index(y.shape, [&](std::span<const std::int64_t> i) {
-    bool inside = true;
-    for (std::size_t k = 0; k < xi.size(); ++k) {
-      xi[k] = i[k] - p.before[k];
-      inside = inside && xi[k] >= 0 && xi[k] < x.shape[k];
-    }
-    if (inside) move_bytes(y, i, x, xi);
+    if (pad_source(p, x, i, xi)) move_bytes(y, i, x, xi);
     else std::memcpy(y.at(i), fill_value, size_of(y.dtype));
   });
 }
@@ -310,11 +319,7 @@ void pad_backward(const Call& call) {
   const PadPlan p = plan_pad(call, x);
   expect_output_shape(dy, p.out_shape);
   movement_backward(dy, x, grad_output(call, 0, x.shape), [&](std::span<const std::int64_t> i, std::vector<std::int64_t>& xi) {
-    for (std::size_t k = 0; k < xi.size(); ++k) {
-      xi[k] = i[k] - p.before[k];
-      if (xi[k] < 0 || xi[k] >= x.shape[k]) return false;
-    }
-    return true;
+    return pad_source(p, x, i, xi);
   });
 }
 
