@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "certificate.h"
+#include "concurrency.hpp"
 #include "deepx/host.h"
 #include "digest.hpp"
 #include "isolation.hpp"
@@ -564,8 +565,38 @@ int certify(const Options& opt, const std::vector<std::string>& argv) {
 
   judge(opt, env, cases, run);
 
+  // ---- concurrency: a plugin that declares concurrent kernels gets them called at once ----
+  const bool concurrent = (plugin.info.capabilities & DX_PLUGIN_CAP_CONCURRENT_KERNELS) != 0;
+  if (concurrent && !run.self_check && opt.single_case.empty() && opt.isolate && !exec_workers) {
+    // One forward case per kernel, the first that passed (not MISTRUSTED: it proves little).
+    std::set<std::string> seen;
+    std::vector<Case> picked;
+    for (const auto& o : run.outcomes)
+      if (o.c.mode == "forward" && o.r.status == Status::Pass && seen.insert(kernel_key(o.c)).second)
+        picked.push_back(o.c);
+    ConcurrencyOptions co;
+    const ConcurrencyResult cr = check_concurrency(env, picked, co);
+    run.concurrency_checked = true;
+    run.concurrency_kernels = cr.kernels;
+    run.concurrency_threads = co.threads;
+    run.concurrency_failures = cr.failures;
+    if (!cr.failures.empty()) {
+      run.failed += cr.failures.size();
+      run.certified = false;
+      run.verdict = "NOT CERTIFIED";
+      run.profile_claims.clear();
+    }
+  }
+
   // ---- terminal, reports, certificate ----
   print_details(stdout, run, opt.quiet, opt.verbose);
+  for (const auto& f : run.concurrency_failures)
+    std::printf("FAIL concurrency: %s\n    rerun: %s --ops %s\n", f.c_str(), repro_prefix.c_str(),
+                shell_quote(f.substr(0, f.find(' '))).c_str());
+  if (run.concurrency_checked)
+    std::printf("concurrency: %zu kernels called from %zu threads at once (the plugin declares concurrent kernels), "
+                "%zu failures\n",
+                run.concurrency_kernels, run.concurrency_threads, run.concurrency_failures.size());
   std::error_code ec;
   fs::create_directories(opt.out_dir, ec);  // the default certificate goes there too
   SummaryText text;

@@ -185,6 +185,12 @@ Json json_report(const RunRecord& run) {
                       {"relaxations", relaxations},
                       {"profile", run.profile},
                       {"kernels", kernels}};
+  Json concurrency_failures = Json::array();
+  for (const auto& f : run.concurrency_failures) concurrency_failures.push_back(f);
+  j["concurrency"] = {{"checked", run.concurrency_checked},
+                      {"kernels", run.concurrency_kernels},
+                      {"threads", run.concurrency_threads},
+                      {"failures", concurrency_failures}};
   j["isolation"] = {{"isolated", run.isolated},
                     {"case_timeout_s", json_number(run.case_timeout_s)},
                     {"worker_processes", run.workers}};

@@ -55,6 +55,10 @@ struct RunRecord {
   // registers no kernel at all: it passes, and no certificate grants it anything).
   std::string verdict;
   std::string cpu;  // the CPU the cases ran on (certificate's `cpu` line)
+  // The concurrency check (concurrency.hpp), for plugins declaring concurrent kernels.
+  bool concurrency_checked = false;
+  size_t concurrency_kernels = 0, concurrency_threads = 0;
+  std::vector<std::string> concurrency_failures;
   // The libraries loaded with the plugin (name, version; certificate's `library` lines).
   std::vector<std::pair<std::string, std::string>> libraries;
   std::string profile;  // "cpu: 80 ops x 10 dtypes on cpu, 704 kernels, suite 0.1.0"

@@ -161,9 +161,12 @@ void print_summary(FILE* so, const RunRecord& run, const SummaryText& text) {
   std::fprintf(so, "tests: %zu passed: %zu failed: %zu not_supported: %zu mistrusted: %zu\n", run.outcomes.size(),
                run.passed(), run.failed, run.count(Status::NotSupported), run.count(Status::Mistrusted));
   if (run.failed)
-    std::fprintf(so, "  (failed = %zu FAIL + %zu UNIMPLEMENTED + %zu HARNESS_ERROR + %zu CRASH + %zu TIMEOUT)\n",
+    std::fprintf(so, "  (failed = %zu FAIL + %zu UNIMPLEMENTED + %zu HARNESS_ERROR + %zu CRASH + %zu TIMEOUT%s)\n",
                  run.count(Status::Fail), run.count(Status::Unimplemented), run.count(Status::HarnessError),
-                 run.count(Status::Crash), run.count(Status::Timeout));
+                 run.count(Status::Crash), run.count(Status::Timeout),
+                 run.concurrency_failures.empty()
+                     ? ""
+                     : (" + " + std::to_string(run.concurrency_failures.size()) + " CONCURRENCY").c_str());
   if (run.isolated)
     std::fprintf(so, "time: %.2f s (isolated: %zu %sworker process%s, per-case timeout %g s)\n", run.seconds,
                  run.workers, run.exec_workers ? "exec'd " : "", run.workers == 1 ? "" : "es", run.case_timeout_s);
