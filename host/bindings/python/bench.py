@@ -13,6 +13,13 @@
    milliseconds), and NumPy's np.add(out=) for reference.
 
 Medians of several repetitions; not a test (timings depend on the machine and its load).
+
+With --lines PLUGIN TINY_MS ADD_CALLS ADD_ELEMS it is instead the Python program of
+host/bindings/bench/run_bench.py, which runs it in interleaved rounds with the C, Go and Java
+programs: the calls of bench_c.c on tensors made once, printing "tiny_ns <x>" (deepx.ops.add(a,
+b, out=y) on 1-element f32 tensors, the median of 5 batches of about TINY_MS/5 ms), "invoke_ns
+<x>" (rt.invoke(add, (a, b), (y,)) the same way) and "add_ms <x>" (deepx.ops.add(out=) on
+ADD_ELEMS f32 elements, the median of ADD_CALLS calls after a warm-up).
 """
 
 import argparse
@@ -54,7 +61,48 @@ def c_invoke_ns(path):
     return float(found.group(1)) if found else None
 
 
+def batch_ns(fn, tiny_ms):
+    """The median ns per call of fn over 5 batches, each calibrated to about tiny_ms / 5."""
+    batch = 100
+    while True:
+        start = time.perf_counter_ns()
+        for _ in range(batch):
+            fn()
+        if (time.perf_counter_ns() - start) / 1e6 >= tiny_ms / 10 or batch > 1 << 26:
+            break
+        batch *= 2
+    return per_call_ns(fn, batch, repeats=5)
+
+
+def lines(plugin, tiny_ms, add_calls, add_elems):
+    """The driver mode (--lines): see the module's docstring."""
+    add_calls = max(1, add_calls)
+    with deepx.Runtime(plugins=[plugin]) as rt:
+        add = rt.op_id("dx.add")
+        with rt.asarray(np.ones(1, np.float32)) as a, rt.asarray(np.ones(1, np.float32)) as b, \
+                rt.empty((1,)) as y:
+            tiny = batch_ns(lambda: deepx.ops.add(a, b, out=y), tiny_ms)
+            invoke = batch_ns(lambda: rt.invoke(add, (a, b), (y,)), tiny_ms)
+            if y.numpy()[0] != 2:
+                sys.exit(f"bench.py: 1 + 1 gave {y.numpy()[0]}")
+        print(f"tiny_ns {tiny:.2f}")
+        print(f"invoke_ns {invoke:.2f}")
+        ones = np.ones(add_elems, np.float32)
+        with rt.asarray(ones) as a, rt.asarray(ones) as b, rt.empty((add_elems,)) as y:
+            del ones
+            deepx.ops.add(a, b, out=y)  # warm up
+            runs = []
+            for _ in range(add_calls):
+                start = time.perf_counter_ns()
+                deepx.ops.add(a, b, out=y)
+                runs.append((time.perf_counter_ns() - start) / 1e6)
+        print(f"add_ms {sorted(runs)[len(runs) // 2]:.4f}", flush=True)
+
+
 def main():
+    if len(sys.argv) == 6 and sys.argv[1] == "--lines":
+        lines(sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
+        return
     default_bench = os.path.join(HERE, "..", "..", "..", "build", "default", "bin",
                                  "deepx-bench-dispatch")
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
