@@ -49,17 +49,6 @@ struct Lines {
   RowLayout line[K];
 };
 
-int64_t softmax_axis(const dx_kernel_call_t* call, int rank) {
-  const int64_t requested = attr_i64(call, DX_SOFTMAX_AXIS, "axis", -1);
-  const int64_t limit = rank == 0 ? 1 : rank;
-  const int64_t axis = requested < 0 ? requested + limit : requested;
-  if (axis < 0 || axis >= limit) {
-    fail(DX_OUT_OF_RANGE, "cpu: log_softmax axis " + std::to_string(requested) +
-                              " is out of range for rank " + std::to_string(rank));
-  }
-  return axis;
-}
-
 template <int K>
 Lines<K> make_lines(const View* const (&ops)[K], int64_t axis) {
   Lines<K> l;
@@ -139,7 +128,7 @@ dx_error_t* log_softmax_kernel(const dx_kernel_call_t* call) noexcept {
     const std::pair<View, View> views = unary_views<T, T>(call);
     const View& out = views.first;
     const View& in = views.second;
-    const int64_t axis = softmax_axis(call, in.rank);
+    const int64_t axis = softmax_axis(call, in.rank, "log_softmax");
     if (in.count() == 0) return;
     const View* const ops[2] = {&in, &out};
     const Lines<2> l = make_lines(ops, axis);
@@ -176,7 +165,7 @@ dx_error_t* log_softmax_backward(const dx_kernel_call_t* call) noexcept {
     expect_shape(dy, x.shape, x.rank, "output gradient 0");
     const View y = typed_input<T>(call, 2, "forward output 0");
     expect_shape(y, x.shape, x.rank, "forward output 0");
-    const int64_t axis = softmax_axis(call, x.rank);
+    const int64_t axis = softmax_axis(call, x.rank, "log_softmax");
     if (!has_output(call, 0)) return;
     const View dx = typed_output<T>(call, 0, "input gradient 0");
     expect_shape(dx, x.shape, x.rank, "input gradient 0");

@@ -723,6 +723,19 @@ inline std::string_view attr_string_or(const dx_kernel_call_t* call, int slot, c
   return std::string_view(a->value.str, static_cast<size_t>(a->count));
 }
 
+/// The normalised axis of softmax / log_softmax (attr `axis`, default -1) of a rank-`rank`
+/// tensor; rank 0 acts as rank 1 (axis 0 or -1); DX_OUT_OF_RANGE ("cpu: <op> axis ...") outside.
+inline int64_t softmax_axis(const dx_kernel_call_t* call, int rank, const char* op) {
+  const int64_t requested = attr_i64(call, DX_SOFTMAX_AXIS, "axis", -1);
+  const int64_t limit = rank == 0 ? 1 : rank;
+  const int64_t axis = requested < 0 ? requested + limit : requested;
+  if (axis < 0 || axis >= limit) {
+    fail(DX_OUT_OF_RANGE, std::string("cpu: ") + op + " axis " + std::to_string(requested) +
+                              " is out of range for rank " + std::to_string(rank));
+  }
+  return axis;
+}
+
 /// The input `i` when present (an absent optional input is a null tensor).
 inline bool has_input(const dx_kernel_call_t* call, int i) {
   return i < call->num_inputs && call->inputs[i] != nullptr;

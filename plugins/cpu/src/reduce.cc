@@ -458,26 +458,13 @@ void softmax_line(const T* x, int64_t sx, T* y, int64_t sy, int64_t length, type
   }
 }
 
-/// The normalised softmax axis (attr `axis`, default -1) of a rank-`rank` tensor; rank 0 acts as
-/// rank 1 (axis 0 or -1).
-int64_t softmax_axis(const dx_kernel_call_t* call, int rank) {
-  const int64_t requested = attr_i64(call, DX_SOFTMAX_AXIS, "axis", -1);
-  const int64_t rank_for_axis = rank == 0 ? 1 : rank;
-  const int64_t axis = requested < 0 ? requested + rank_for_axis : requested;
-  if (axis < 0 || axis >= rank_for_axis) {
-    fail(DX_OUT_OF_RANGE, "cpu: softmax axis " + std::to_string(requested) +
-                              " is out of range for rank " + std::to_string(rank));
-  }
-  return axis;
-}
-
 template <class T>
 dx_error_t* softmax_kernel(const dx_kernel_call_t* call) noexcept {
   return guard(call->host, [&] {
     const std::pair<View, View> views = unary_views<T, T>(call);
     const View& out = views.first;
     const View& in = views.second;
-    const int64_t axis = softmax_axis(call, in.rank);
+    const int64_t axis = nn::softmax_axis(call, in.rank, "softmax");
     if (in.count() == 0) return;
     int64_t length = 1, sx = 0, sy = 0;
     StridedLoop<2> outer;
@@ -651,7 +638,7 @@ dx_error_t* softmax_backward_kernel(const dx_kernel_call_t* call) noexcept {
     const auto [dy, x, y] = backward_tensors<1>(call, t);
     check_same_shape(dy, x);
     check_same_shape(y, x);
-    const int64_t axis = softmax_axis(call, x.rank);
+    const int64_t axis = nn::softmax_axis(call, x.rank, "softmax");
     const std::optional<View> dx = grad_view(call, 0, t, x);
     if (!dx) return;
     // A line is read completely before its gradient is written: dx may alias dy or x exactly.
