@@ -19,6 +19,7 @@
 
 #include "certificate.h"
 #include "concurrency.hpp"
+#include "diagnosis.hpp"
 #include "deepx/host.h"
 #include "digest.hpp"
 #include "isolation.hpp"
@@ -564,6 +565,8 @@ int certify(const Options& opt, const std::vector<std::string>& argv) {
   if (run.reference.name.empty()) run.reference.name = opt.reference;
 
   judge(opt, env, cases, run);
+  // Each failure's class in words; wrong values of non-compact cases rerun compact (isolated).
+  diagnose(env, run.outcomes, opt.isolate && !exec_workers ? 200 : 0, 120.0);
 
   // ---- concurrency: a plugin that declares concurrent kernels gets them called at once ----
   const bool concurrent = (plugin.info.capabilities & DX_PLUGIN_CAP_CONCURRENT_KERNELS) != 0;

@@ -84,6 +84,7 @@ Json case_json(const Outcome& o, size_t index) {
   j["time_s"] = json_number(r.seconds);
   j["reference_time_s"] = json_number(r.reference_seconds);
   j["plugin_time_s"] = json_number(r.plugin_seconds);
+  if (!o.diagnosis.empty()) j["diagnosis"] = o.diagnosis;
   j["repro"] = o.repro;
   return j;
 }

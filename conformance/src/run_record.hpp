@@ -23,6 +23,7 @@ struct Outcome {
   CaseResult r;
   std::string id;     // 12 hex digits of the canonical line's hash
   std::string repro;  // the command line that reruns just this case
+  std::string diagnosis;  // a failure's class in words (diagnosis.hpp), or ""
 };
 
 // A loaded plugin as reports name it.

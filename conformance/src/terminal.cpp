@@ -114,7 +114,9 @@ void print_details(FILE* so, const RunRecord& run, bool quiet, bool verbose) {
     if (!is_failure(o.r.status)) continue;
     if (!any_failure_printed) std::fprintf(so, "\nfailures:\n");
     any_failure_printed = true;
-    std::fprintf(so, "  %s %s: %s\n    %s\n", status_name(o.r.status), o.id.c_str(), o.r.reason.c_str(), o.repro.c_str());
+    std::fprintf(so, "  %s %s: %s\n", status_name(o.r.status), o.id.c_str(), o.r.reason.c_str());
+    if (!o.diagnosis.empty()) std::fprintf(so, "    diagnosis: %s\n", o.diagnosis.c_str());
+    std::fprintf(so, "    %s\n", o.repro.c_str());
   }
   if (!run.relaxed_items.empty()) {
     std::fprintf(so, "\nRELAXED (%zu cases held to a relaxation instead of the published table):\n",
