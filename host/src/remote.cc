@@ -142,6 +142,7 @@ struct RemoteConnection::Impl {
   std::string broken_message;
   std::string address;
   uint32_t request_timeout_ms = 0;
+  std::vector<uint8_t> buffer;  // what recv() reads into, kept across calls
 
   ~Impl() {
     if (fd >= 0) ::close(fd);
@@ -217,7 +218,6 @@ struct RemoteConnection::Impl {
   // Reads until the reply of `task` is in; its status becomes the result.
   dx_status_t Receive(uint64_t task, Clock::time_point deadline, uint32_t timeout_ms,
                       const char* where, wire::Message* out) {
-    std::vector<uint8_t> buffer;
     for (;;) {
       while (!events.empty()) {
         wire::Event event = std::move(events.front());
