@@ -10,7 +10,10 @@ import org.deepx.Tensor;
  * it beside the C, Python and Go programs): the calls of host/bindings/bench/bench_c.c made
  * through org.deepx as a Java program would make them, on tensors made once.
  *
- * <pre>java -cp deepx-java.jar:deepx-java-bench.jar:jna.jar BenchBindings PLUGIN TINY_MS ADD_CALLS ADD_ELEMS</pre>
+ * <pre>
+ * java -cp deepx-java.jar:deepx-java-bench.jar:jna.jar BenchBindings \
+ *     PLUGIN TINY_MS ADD_CALLS ADD_ELEMS
+ * </pre>
  *
  * Prints "tiny_ns x" (rt.invoke of dx.add on 1-element f32 tensors, the median of 5 batches of
  * about TINY_MS/5 ms, after the JIT has compiled the loop) and "add_ms x" (rt.invoke of dx.add on

@@ -122,10 +122,11 @@ final class DeepxLib {
 
   static native Pointer dx_attrs_set_f64_array(long attrs, String name, double[] values, long n);
 
-  // Invocation: the handle arrays are long[] (pointer-sized entries on LP64).
+  // Invocation: the handle arrays are passed by address (pointer-sized entries on LP64, in
+  // native memory the caller owns: Runtime's per-thread direct buffers). A long[] argument would
+  // be copied into native memory and back by JNA on every call; a LongBuffer costs more still.
   static native Pointer dx_invoke(
-      long runtime, int op, long[] inputs, int numInputs, long[] outputs, int numOutputs,
-      long attrs);
+      long runtime, int op, long inputs, int numInputs, long outputs, int numOutputs, long attrs);
 
   /**
    * dx_runtime_connect() (ABI 1.1), looked up when first used so that the binding loads with a

@@ -2,7 +2,10 @@ package org.deepx;
 
 import com.sun.jna.Function;
 import com.sun.jna.Memory;
+import com.sun.jna.Native;
 import com.sun.jna.Pointer;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -417,10 +420,13 @@ public final class Runtime extends Handle {
             a = attrs.enterShared(call);
           }
           try {
+            HandleArrays arrays = HANDLE_ARRAYS.get();
+            arrays.fill(arrays.in, inputs);
+            arrays.fill(arrays.out, outputs);
             DeepxLib.check(
                 call,
                 DeepxLib.dx_invoke(
-                    h, op, raws(inputs), inputs.length, raws(outputs), outputs.length, a));
+                    h, op, arrays.inAddress, inputs.length, arrays.outAddress, outputs.length, a));
           } finally {
             if (attrs != null) {
               attrs.leaveShared();
@@ -455,11 +461,29 @@ public final class Runtime extends Handle {
     }
   }
 
-  private static long[] raws(Tensor[] ts) {
-    long[] out = new long[ts.length];
-    for (int i = 0; i < ts.length; i++) {
-      out[i] = ts[i] == null ? 0 : ts[i].raw();
+  /**
+   * The handle arrays of dx_invoke() for one thread: two direct buffers of 64 entries, written
+   * through ByteBuffer (no native call) and passed by address, so a call allocates and copies
+   * nothing. Only the owning thread uses them, for the duration of its call; the thread-local map
+   * keeps them alive as long as the thread.
+   */
+  private static final class HandleArrays {
+    final ByteBuffer in = newArray();
+    final ByteBuffer out = newArray();
+    final long inAddress = Pointer.nativeValue(Native.getDirectBufferPointer(in));
+    final long outAddress = Pointer.nativeValue(Native.getDirectBufferPointer(out));
+
+    private static ByteBuffer newArray() {
+      return ByteBuffer.allocateDirect(64 * Long.BYTES).order(ByteOrder.nativeOrder());
     }
-    return out;
+
+    void fill(ByteBuffer array, Tensor[] ts) {
+      for (int i = 0; i < ts.length; i++) {
+        array.putLong(i * Long.BYTES, ts[i] == null ? 0 : ts[i].raw());
+      }
+    }
   }
+
+  private static final ThreadLocal<HandleArrays> HANDLE_ARRAYS =
+      ThreadLocal.withInitial(HandleArrays::new);
 }
