@@ -26,14 +26,16 @@ test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
 
 # Host dispatch overhead, then every op of the performance table against its ceiling and
-# PyTorch, then the Python, Go and Java bindings against C (host/bindings/bench/); see
-# docs/performance.md. Both tables are also written as markdown to build/<preset>/bench/.
+# PyTorch, then the Python, Go and Java bindings against C (host/bindings/bench/), then deepxd
+# against raw socket baselines and its load test, 1,000,000 tasks from 64 clients (daemon/bench/);
+# see docs/performance.md. The tables are also written as markdown to build/<preset>/bench/.
 bench: build
 	@bash .ci/install-bench-deps.sh
 	@$(BUILD_DIR)/bin/deepx-bench-dispatch
 	@mkdir -p $(BUILD_DIR)/bench
 	@$(BUILD_DIR)/bin/deepx-bench-ops --markdown=$(BUILD_DIR)/bench/performance.md
 	@/usr/bin/python3 host/bindings/bench/run_bench.py --build-dir=$(BUILD_DIR) --markdown=$(BUILD_DIR)/bench/bindings.md
+	@$(BUILD_DIR)/bin/deepx-bench-daemon --markdown=$(BUILD_DIR)/bench/daemon.md && $(BUILD_DIR)/bin/deepx-load-daemon --tasks=1000000 --clients=64
 
 # Install what `make build` built into PREFIX: headers, libraries, the CLI, plugins (stripped,
 # their debug info in .debug/ beside them), the CMake package and deepx.pc. Never runs apt,
