@@ -48,6 +48,10 @@ struct Options {
   std::string markdown;
   int rounds = 9;
   bool quick = false;
+  std::string only;  // comma-separated cases to run (tiny,pipelined,bulk,crossover); empty: all
+  bool Runs(const char* c) const {
+    return only.empty() || ("," + only + ",").find(std::string(",") + c + ",") != std::string::npos;
+  }
 };
 
 bool Ok(dx_error_t* e, const std::string& what) {
@@ -277,7 +281,7 @@ double TimeOp(dx_runtime_t* rt, dx_op_id_t op, dx_tensor_t** in, int nin, dx_ten
 void Usage() {
   std::printf(
       "usage: deepx-bench-daemon [--deepxd=PATH] [--plugin=PATH] [--rounds=N] [--quick]\n"
-      "                          [--markdown=FILE]\n"
+      "                          [--markdown=FILE] [--only=tiny,pipelined,bulk,crossover]\n"
       "Times deepxd against raw socket baselines in the same run (docs/performance.md).\n");
 }
 
@@ -300,7 +304,8 @@ int main(int argc, char** argv) {
       return false;
     };
     std::string v;
-    if (val("deepxd", &o.deepxd) || val("plugin", &o.plugin) || val("markdown", &o.markdown)) {
+    if (val("deepxd", &o.deepxd) || val("plugin", &o.plugin) || val("markdown", &o.markdown) ||
+        val("only", &o.only)) {
     } else if (val("rounds", &v)) {
       o.rounds = std::max(3, std::atoi(v.c_str()));
     } else if (a == "--quick") {
@@ -344,7 +349,7 @@ int main(int argc, char** argv) {
   int pp_listen = UnixListen(pp_path), bulk_listen = UnixListen(bulk_path);
   if (pp_listen < 0 || bulk_listen < 0) Die("cannot listen in " + dir);
   ForkServer(server_cpu, [&] { PingPongServer(pp_listen, req_bytes, rep_bytes); });
-  ForkServer(server_cpu, [&] { BulkServer(bulk_listen, kBulk); });
+  const pid_t bulk_pid = ForkServer(server_cpu, [&] { BulkServer(bulk_listen, kBulk); });
   ForkServer(server_cpu, [&] { UvServer(uv_path, req_bytes, rep_bytes); });
   ::close(pp_listen);
   ::close(bulk_listen);
@@ -372,6 +377,7 @@ int main(int argc, char** argv) {
     Die("remote setup failed");
 
   std::vector<Row> rows;
+  std::string bulk_note;
   const int rounds = o.rounds;
 
   // 1. Tiny-op round trip.
@@ -424,7 +430,7 @@ int main(int argc, char** argv) {
   }
 
   // 2. Pipelined throughput on one connection.
-  {
+  if (o.Runs("pipelined")) {
     const int batch = 128, batches = o.quick ? 10 : 40;
     int dfd = UnixConnect(daemon.socket());
     if (dfd < 0) Die("cannot connect to deepxd");
@@ -488,7 +494,7 @@ int main(int argc, char** argv) {
   }
 
   // 3. 64 MiB write + read.
-  {
+  if (o.Runs("bulk")) {
     dx_tensor_t* t = nullptr;
     int64_t shape[1] = {int64_t(kBulk / 4)};
     if (!Ok(dx_tensor_create(remote, rdev, DX_DTYPE_F32, shape, 1, &t), "create 64 MiB"))
@@ -496,23 +502,34 @@ int main(int argc, char** argv) {
     std::vector<uint8_t> src(kBulk), dst(kBulk);
     for (size_t i = 0; i < kBulk; ++i) src[i] = uint8_t(i * 131 + 7);
     int fd = ConnectWhenUp(bulk_path);
+    std::vector<double> write_s, read_s, cpu_d, cpu_c, cpu_rs, cpu_rc;
     Paired p = Interleave(
         std::max(3, rounds - 2),
         [&] {
+          const double c0 = CpuSeconds(daemon.pid()), s0 = CpuSeconds(::getpid());
           auto t0 = Clock::now();
-          if (!Ok(dx_tensor_write(t, src.data(), kBulk), "dx_tensor_write") ||
-              !Ok(dx_tensor_read(t, dst.data(), kBulk), "dx_tensor_read"))
-            Die("bulk through deepxd failed");
-          return Seconds(t0, Clock::now());
+          if (!Ok(dx_tensor_write(t, src.data(), kBulk), "dx_tensor_write")) Die("bulk write");
+          auto t1 = Clock::now();
+          if (!Ok(dx_tensor_read(t, dst.data(), kBulk), "dx_tensor_read")) Die("bulk read");
+          auto t2 = Clock::now();
+          cpu_d.push_back(CpuSeconds(daemon.pid()) - c0);
+          cpu_c.push_back(CpuSeconds(::getpid()) - s0);
+          write_s.push_back(Seconds(t0, t1));
+          read_s.push_back(Seconds(t1, t2));
+          return Seconds(t0, t2);
         },
         [&] {
+          const double c0 = CpuSeconds(bulk_pid), s0 = CpuSeconds(::getpid());
           auto t0 = Clock::now();
           uint64_t w[2] = {1, kBulk}, rd[2] = {2, kBulk}, ack = 0;
           if (!WriteAll(fd, w, sizeof w) || !WriteAll(fd, src.data(), kBulk) ||
               !ReadAll(fd, &ack, sizeof ack) || !WriteAll(fd, rd, sizeof rd) ||
               !ReadAll(fd, dst.data(), kBulk))
             Die("raw bulk failed");
-          return Seconds(t0, Clock::now());
+          const double wall = Seconds(t0, Clock::now());
+          cpu_rs.push_back(CpuSeconds(bulk_pid) - c0);
+          cpu_rc.push_back(CpuSeconds(::getpid()) - s0);
+          return wall;
         });
     ::close(fd);
     // Both sides fill dst with src's bytes; check the daemon's once more.
@@ -533,11 +550,17 @@ int main(int argc, char** argv) {
     r.target = 0.8;
     r.target_text = ">= 0.8x";
     rows.push_back(r);
+    bulk_note = Fmt("64 MiB through deepxd: dx_tensor_write %.1f ms, ", Median(write_s) * 1e3) +
+                Fmt("dx_tensor_read %.1f ms; CPU time per write+read ", Median(read_s) * 1e3) +
+                Fmt("(medians, 10 ms ticks): deepxd %.0f ms, ", Median(cpu_d) * 1e3) +
+                Fmt("client %.0f ms; ", Median(cpu_c) * 1e3) +
+                Fmt("raw: server %.0f ms, ", Median(cpu_rs) * 1e3) +
+                Fmt("client %.0f ms", Median(cpu_rc) * 1e3);
   }
 
   // 4. Crossover: T_compute (in-process, one thread) / T_comm.
   std::vector<Sweep> sweeps;
-  {
+  if (o.Runs("crossover")) {
     dx_runtime_t* local = nullptr;
     int32_t index = -1;
     if (!Ok(dx_runtime_create(nullptr, &local), "dx_runtime_create") ||
@@ -616,6 +639,7 @@ int main(int argc, char** argv) {
                 r.Verdict().c_str());
   }
   for (const Row& r : rows) std::printf("  %s\n", r.name.c_str());
+  if (!bulk_note.empty()) std::printf("%s\n", bulk_note.c_str());
   std::printf("\nT_comm (the tiny round trip above) = %.1f us; T_compute = the op in-process, one "
               "thread\n", t_comm * 1e6);
   for (const Sweep& s : sweeps) {
@@ -638,6 +662,7 @@ int main(int argc, char** argv) {
       md << "| " << r.name << " | " << r.deepx << " | " << r.baseline << " | "
          << Fmt("%.2f", r.ratio) << " | " << Fmt("[%.2f, ", r.lo) << Fmt("%.2f]", r.hi) << " | "
          << r.target_text << " | " << r.Verdict() << " |\n";
+    if (!bulk_note.empty()) md << "\n" << bulk_note << ".\n";
     md << "\nT_comm = " << Fmt("%.1f", t_comm * 1e6)
        << " us (the tiny round trip); T_compute = the op in-process, one thread.\n";
     for (const Sweep& s : sweeps) {
