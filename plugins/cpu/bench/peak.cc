@@ -26,72 +26,36 @@ constexpr int kChains = 16;
 
 volatile double g_sink = 0;  // keeps the loops' results alive
 
-__attribute__((target("avx512f"))) double loop_avx512_f32(int64_t iters) {
-  volatile float va = 0.999999f, vb = 1e-7f;
-  const __m512 a = _mm512_set1_ps(va), b = _mm512_set1_ps(vb);
-  __m512 acc[kChains];
-  for (int k = 0; k < kChains; ++k) acc[k] = _mm512_set1_ps(static_cast<float>(k) * 1e-3f);
-  for (int64_t i = 0; i < iters; ++i) {
-#pragma GCC unroll 16
-    for (int k = 0; k < kChains; ++k) acc[k] = _mm512_fmadd_ps(acc[k], a, b);
+// One FMA loop per ISA and type: `chains` accumulators acc = acc * a + b, then their sum. The
+// intrinsics differ per ISA and must be compiled under that ISA's target attribute (a template
+// cannot carry one), so a macro writes the loop once. AVX2 has 16 ymm registers: 12 chains leave
+// room for the two operands; AVX-512 has 32.
+#define DEEPX_FMA_PEAK_LOOP(name, isa, vec, scalar, lanes, chains, set1, fmadd, add, storeu) \
+  __attribute__((target(isa))) double name(int64_t iters) {                             \
+    volatile scalar va = scalar(0.999999), vb = scalar(1e-7);                             \
+    const vec a = set1(va), b = set1(vb);                                                 \
+    vec acc[chains];                                                                      \
+    for (int k = 0; k < chains; ++k) acc[k] = set1(static_cast<scalar>(k) * scalar(1e-3)); \
+    for (int64_t i = 0; i < iters; ++i) {                                                 \
+      _Pragma("GCC unroll 16") for (int k = 0; k < chains; ++k) acc[k] = fmadd(acc[k], a, b); \
+    }                                                                                     \
+    vec s = acc[0];                                                                       \
+    for (int k = 1; k < chains; ++k) s = add(s, acc[k]);                                  \
+    scalar out[lanes];                                                                    \
+    storeu(out, s);                                                                       \
+    return out[0];                                                                        \
   }
-  __m512 s = acc[0];
-  for (int k = 1; k < kChains; ++k) s = _mm512_add_ps(s, acc[k]);
-  alignas(64) float out[16];
-  _mm512_store_ps(out, s);
-  return out[0];
-}
 
-__attribute__((target("avx512f"))) double loop_avx512_f64(int64_t iters) {
-  volatile double va = 0.999999, vb = 1e-7;
-  const __m512d a = _mm512_set1_pd(va), b = _mm512_set1_pd(vb);
-  __m512d acc[kChains];
-  for (int k = 0; k < kChains; ++k) acc[k] = _mm512_set1_pd(static_cast<double>(k) * 1e-3);
-  for (int64_t i = 0; i < iters; ++i) {
-#pragma GCC unroll 16
-    for (int k = 0; k < kChains; ++k) acc[k] = _mm512_fmadd_pd(acc[k], a, b);
-  }
-  __m512d s = acc[0];
-  for (int k = 1; k < kChains; ++k) s = _mm512_add_pd(s, acc[k]);
-  alignas(64) double out[8];
-  _mm512_store_pd(out, s);
-  return out[0];
-}
-
-// AVX2 has 16 ymm registers: 12 chains leave room for the two operands.
 constexpr int kChainsAvx2 = 12;
-
-__attribute__((target("avx2,fma"))) double loop_avx2_f32(int64_t iters) {
-  volatile float va = 0.999999f, vb = 1e-7f;
-  const __m256 a = _mm256_set1_ps(va), b = _mm256_set1_ps(vb);
-  __m256 acc[kChainsAvx2];
-  for (int k = 0; k < kChainsAvx2; ++k) acc[k] = _mm256_set1_ps(static_cast<float>(k) * 1e-3f);
-  for (int64_t i = 0; i < iters; ++i) {
-#pragma GCC unroll 12
-    for (int k = 0; k < kChainsAvx2; ++k) acc[k] = _mm256_fmadd_ps(acc[k], a, b);
-  }
-  float out[8];
-  __m256 s = acc[0];
-  for (int k = 1; k < kChainsAvx2; ++k) s = _mm256_add_ps(s, acc[k]);
-  _mm256_storeu_ps(out, s);
-  return out[0];
-}
-
-__attribute__((target("avx2,fma"))) double loop_avx2_f64(int64_t iters) {
-  volatile double va = 0.999999, vb = 1e-7;
-  const __m256d a = _mm256_set1_pd(va), b = _mm256_set1_pd(vb);
-  __m256d acc[kChainsAvx2];
-  for (int k = 0; k < kChainsAvx2; ++k) acc[k] = _mm256_set1_pd(static_cast<double>(k) * 1e-3);
-  for (int64_t i = 0; i < iters; ++i) {
-#pragma GCC unroll 12
-    for (int k = 0; k < kChainsAvx2; ++k) acc[k] = _mm256_fmadd_pd(acc[k], a, b);
-  }
-  double out[4];
-  __m256d s = acc[0];
-  for (int k = 1; k < kChainsAvx2; ++k) s = _mm256_add_pd(s, acc[k]);
-  _mm256_storeu_pd(out, s);
-  return out[0];
-}
+DEEPX_FMA_PEAK_LOOP(loop_avx512_f32, "avx512f", __m512, float, 16, kChains, _mm512_set1_ps,
+                    _mm512_fmadd_ps, _mm512_add_ps, _mm512_storeu_ps)
+DEEPX_FMA_PEAK_LOOP(loop_avx512_f64, "avx512f", __m512d, double, 8, kChains, _mm512_set1_pd,
+                    _mm512_fmadd_pd, _mm512_add_pd, _mm512_storeu_pd)
+DEEPX_FMA_PEAK_LOOP(loop_avx2_f32, "avx2,fma", __m256, float, 8, kChainsAvx2, _mm256_set1_ps,
+                    _mm256_fmadd_ps, _mm256_add_ps, _mm256_storeu_ps)
+DEEPX_FMA_PEAK_LOOP(loop_avx2_f64, "avx2,fma", __m256d, double, 4, kChainsAvx2, _mm256_set1_pd,
+                    _mm256_fmadd_pd, _mm256_add_pd, _mm256_storeu_pd)
+#undef DEEPX_FMA_PEAK_LOOP
 
 // vdpbf16ps: 32 bf16 products summed pairwise into 16 f32 lanes, 64 FLOPs an instruction.
 __attribute__((target("avx512f,avx512bf16"))) double loop_avx512bf16(int64_t iters) {
@@ -175,9 +139,9 @@ bool request_amx(std::string& why_not) {
 // worth `flops_per_iter` FLOPs; the time is the whole team's, barrier to barrier.
 double best_gflops(int threads, double flops_per_iter, const std::function<double(int64_t)>& loop) {
   using Clock = std::chrono::steady_clock;
-  auto timed = [&](int64_t iters) {
+  auto timed = [&](int team, int64_t iters) {
     double seconds = 0;
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel num_threads(team)
     {
 #pragma omp barrier
       Clock::time_point t0;
@@ -193,13 +157,14 @@ double best_gflops(int threads, double flops_per_iter, const std::function<doubl
     }
     return seconds;
   };
+  // Calibrated on one thread, where a busy machine disturbs the least: about 0.1 s a run.
   int64_t iters = 1 << 12;
-  while (timed(iters) < 0.02 && iters < (int64_t{1} << 40)) iters *= 4;  // calibrate to >= 20 ms
-  const double per_iter = std::max(timed(iters) / static_cast<double>(iters), 1e-15);
-  iters = std::max<int64_t>(iters, static_cast<int64_t>(0.1 / per_iter));  // about 0.1 s a run
+  while (timed(1, iters) < 0.02 && iters < (int64_t{1} << 40)) iters *= 4;
+  const double per_iter = std::max(timed(1, iters) / static_cast<double>(iters), 1e-15);
+  iters = std::max<int64_t>(iters, static_cast<int64_t>(0.1 / per_iter));
   double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
-    const double s = timed(iters);
+  for (int rep = 0; rep < 5; ++rep) {
+    const double s = timed(threads, iters);
     if (s > 0) best = std::max(best, flops_per_iter * static_cast<double>(iters) * threads / s / 1e9);
   }
   return best;

@@ -24,7 +24,7 @@ struct ComputePeaks {
   std::string bf16_note;  ///< why a faster bf16 unit was not used (e.g. AMX refused by the kernel)
 };
 
-/// Measures every ceiling on `threads` OpenMP threads, taking the best of a few short runs
+/// Measures every ceiling on `threads` OpenMP threads, taking the best of five short runs
 /// (about 0.1 s each; a peak is a best case by definition). Runs on the calling thread's OpenMP
 /// team; never throws.
 ComputePeaks measure_compute_peaks(int threads);
