@@ -246,6 +246,12 @@ def main():
               f"load average (1, 5, 15 min) before: {load_before}; after: {load_after}",
               f"{args.rounds} interleaved rounds, one process per program per round; medians "
               "over rounds; ratios per round against C's figure of the same round."]
+    nop = median([s["cgo_nop_ns"] for s in samples["Go"] if s and "cgo_nop_ns" in s])
+    c_tiny = stat("C", "tiny_ns")[0]
+    go_tiny = stat("Go", "tiny_ns")[0]
+    if nop is not None and c_tiny and go_tiny:
+        footer.append(f"Go: a cgo call of an empty C function takes {nop:.0f} ns here (median), "
+                      f"of the {go_tiny - c_tiny:.0f} ns Go's call costs over C's.")
     print()
     print("\n".join(lines))
     print()

@@ -7,8 +7,13 @@
 //
 // Prints "tiny_ns <x>" (rt.Invoke of dx.add on 1-element f32 tensors, the median of 5 batches
 // of about TINY_MS/5 ms) and "add_ms <x>" (rt.Invoke of dx.add on ADD_ELEMS f32 elements, the
-// median of ADD_CALLS calls after a warm-up).
+// median of ADD_CALLS calls after a warm-up), and "cgo_nop_ns <x>": a cgo call of an empty C
+// function, timed the same way, which is the part of the per-call cost that no Go code can
+// remove.
 package main
+
+// static void deepx_bench_nop(void) {}
+import "C"
 
 import (
 	"fmt"
@@ -96,6 +101,14 @@ func main() {
 		fail(fmt.Errorf("1 + 1 gave %v", got[0]))
 	}
 	fmt.Printf("tiny_ns %.2f\n", median(tiny))
+	for r := range tiny {
+		start := time.Now()
+		for i := 0; i < batch; i++ {
+			C.deepx_bench_nop()
+		}
+		tiny[r] = float64(time.Since(start).Nanoseconds()) / float64(batch)
+	}
+	fmt.Printf("cgo_nop_ns %.2f\n", median(tiny))
 	a.Close()
 	b.Close()
 	y.Close()

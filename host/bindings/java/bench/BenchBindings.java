@@ -16,8 +16,8 @@ import org.deepx.Tensor;
  * </pre>
  *
  * Prints "tiny_ns x" (rt.invoke of dx.add on 1-element f32 tensors, the median of 5 batches of
- * about TINY_MS/5 ms, after the JIT has compiled the loop) and "add_ms x" (rt.invoke of dx.add on
- * ADD_ELEMS f32 elements, the median of ADD_CALLS calls after a warm-up).
+ * about TINY_MS/5 ms, after a warm-up of at least 500 ms for the JIT) and "add_ms x" (rt.invoke
+ * of dx.add on ADD_ELEMS f32 elements, the median of ADD_CALLS calls after a warm-up).
  */
 public final class BenchBindings {
   private static double median(double[] v) {
@@ -54,9 +54,13 @@ public final class BenchBindings {
       try (Tensor a = ones(rt, dev, 1);
           Tensor b = ones(rt, dev, 1);
           Tensor y = rt.tensor(dev, DType.F32, 1)) {
-        // Warm-up: at least 200k calls (the JIT compiles the path), then a batch of about
-        // TINY_MS/10 calibrated as the C program does.
-        loop(rt, add, a, b, y, 200_000);
+        // Warm-up until the JIT has compiled the path: at least 200k calls and 500 ms (on a
+        // loaded machine the compiler threads wait for a core), then a batch of about TINY_MS/10
+        // calibrated as the C program does.
+        long warm = System.nanoTime();
+        do {
+          loop(rt, add, a, b, y, 200_000);
+        } while (System.nanoTime() - warm < 500_000_000L);
         long batch = 1000;
         for (; ; ) {
           long t0 = System.nanoTime();
