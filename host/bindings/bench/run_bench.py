@@ -17,8 +17,9 @@ OMP_NUM_THREADS (set to the CPU count when unset); the table gives the medians o
 per round, the ratio to the C figure of the same round (median, with min-max over rounds).
 
 Targets (issue 17): per call, Go <= 2x C and Java <= 3x C (Python reported); the large add at
-least 0.95x C's throughput (C time / binding time). A ratio within 0.05 of the add target is
-called within noise, as docs/performance-method.md does.
+least 0.95x C's throughput (C time / binding time). A ratio within 0.05 below the add target,
+or within 5% above a per-call target, is called within noise, as docs/performance-method.md
+does for its ratios.
 
 --require=LIST: exit 1 unless each named row has both figures (the CTest smoke test uses it;
 the timings themselves are never asserted). Not a test: timings depend on the machine's load.
@@ -30,12 +31,14 @@ import platform
 import shutil
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 ROWS = ("C", "Python", "Go", "Java")
 TARGET_TINY = {"Go": 2.0, "Java": 3.0}
 TARGET_ADD = 0.95
+NOISE = 0.05  # a ratio this close to its target (relative for the per-call ones) is noise
 
 
 def median(v):
@@ -179,6 +182,9 @@ def main():
                 samples[row].append(None)
                 continue
             got = run_one(progs.cmd[row], args, env)
+            if isinstance(got, str):  # once more: on a shared box a build may be relinking
+                time.sleep(2)
+                got = run_one(progs.cmd[row], args, env)
             if isinstance(got, str):
                 errors[row] = got
                 got = None
@@ -220,15 +226,16 @@ def main():
         tiny_target, add_target = "-", "-"
         if row in TARGET_TINY:
             goal = TARGET_TINY[row]
-            tiny_target = f"<= {goal:g}x: " + ("n/a" if tr is None else
-                                               "met" if tr <= goal else "missed")
+            tiny_target = f"<= {goal:g}x: " + (
+                "n/a" if tr is None else "met" if tr <= goal else
+                "within noise" if tr <= goal * (1 + NOISE) else "missed")
             verdicts.append((row, "per call", tiny_target))
         elif row == "Python" and key == "tiny_ns":
             tiny_target = "reported"
         if row != "C" and key == "tiny_ns":
             add_target = f">= {TARGET_ADD:g}x: " + (
                 "n/a" if ar is None else "met" if ar >= TARGET_ADD else
-                "within noise" if ar >= TARGET_ADD - 0.05 else "missed")
+                "within noise" if ar >= TARGET_ADD - NOISE else "missed")
             verdicts.append((row, "large add", add_target))
         if row == "C":
             tiny_ratio, add_ratio = "1", "1"
