@@ -114,6 +114,8 @@ HandleTable& Handles(HandleKind kind) {
       new HandleTable(HandleKind::kTensor),
       new HandleTable(HandleKind::kAttrs),
       new HandleTable(HandleKind::kSafetensors),
+      new HandleTable(HandleKind::kTask),
+      new HandleTable(HandleKind::kProgram),
   };
   return *tables[static_cast<uint32_t>(kind)];
 }

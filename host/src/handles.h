@@ -23,7 +23,8 @@
 
 namespace deepx::host {
 
-enum class HandleKind : uint32_t { kRuntime = 1, kTensor = 2, kAttrs = 3, kSafetensors = 4 };
+enum class HandleKind : uint32_t { kRuntime = 1, kTensor = 2, kAttrs = 3, kSafetensors = 4,
+                                    kTask = 5, kProgram = 6 };
 
 // Why a handle was refused, for the error message.
 enum class HandleProblem { kNone, kNull, kNotAHandle, kWrongKind, kStale };

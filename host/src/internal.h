@@ -266,9 +266,26 @@ struct Core {
 
 // What a runtime handle names. A remote runtime (dx_runtime_connect) has `remote` set and an
 // empty Core with `remote` true; its calls go to the connection (remote.cc).
+// One invoke of a task or program (task.cc): the arrays and options copied, the tensors and
+// attribute list borrowed by handle and resolved when it runs.
+struct InvokeStep {
+  dx_op_id_t op = 0;
+  std::string op_name;
+  std::vector<dx_tensor_t*> inputs, outputs;
+  const dx_attrs_t* attrs = nullptr;
+  bool has_options = false;
+  dx_invoke_options_t options{};
+};
+
+// `executor` runs the runtime's tasks (dx_invoke_async, dx_program_submit; task.h), started by
+// the first; dx_runtime_destroy stops it before the handle goes.
+class Executor;
 struct Runtime {
   std::shared_ptr<Core> core;
   std::shared_ptr<RemoteConnection> remote;
+  std::mutex executor_mutex;
+  std::shared_ptr<Executor> executor;
+  ~Runtime();
 };
 
 // Tensor storage: refcounted; freed through its memory space, or through the DLPack deleter of
@@ -346,6 +363,12 @@ template <class T> constexpr const char* KindName();
 template <> constexpr const char* KindName<Runtime>() { return "runtime"; }
 template <> constexpr const char* KindName<Tensor>() { return "tensor"; }
 template <> constexpr const char* KindName<Attrs>() { return "attribute list"; }
+struct Task;
+struct Program;
+template <> constexpr HandleKind KindOf<Task>() { return HandleKind::kTask; }
+template <> constexpr HandleKind KindOf<Program>() { return HandleKind::kProgram; }
+template <> constexpr const char* KindName<Task>() { return "task"; }
+template <> constexpr const char* KindName<Program>() { return "program"; }
 
 // The status for a refused handle: null is INVALID_ARGUMENT, anything else
 // FAILED_PRECONDITION; the message names the call, the parameter and the reason.

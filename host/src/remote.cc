@@ -241,6 +241,7 @@ struct RemoteConnection::Impl {
         const dx_status_t code = KnownStatus(static_cast<int>(reply->status()));
         if (reply->task_id() == task) {
           if (code != DX_OK) {
+            *out = std::move(event.message);  // a failing reply may carry a body (SubmitResult)
             return Fail(code, std::string(where) + ": deepxd (task " + std::to_string(task) +
                                   "): " + Str(reply->message()));
           }
@@ -704,16 +705,22 @@ dx_status_t RemoteConnection::Copy(const Tensor& dst, const Tensor& src, const c
                      nullptr);
 }
 
-dx_status_t RemoteConnection::Invoke(const std::string& name, dx_tensor_t* const* input_handles,
-                                     int32_t num_inputs, dx_tensor_t* const* output_handles,
-                                     int32_t num_outputs, const dx_attrs_t* attrs_handle,
-                                     const dx_invoke_options_t* options, const char* where) {
+namespace {
+
+// The wire form of one invoke on connection `self`: the handles resolved, the attributes and
+// options translated.
+dx_status_t BuildCall(const RemoteConnection* self, const std::string& name,
+                      dx_tensor_t* const* input_handles, int32_t num_inputs,
+                      dx_tensor_t* const* output_handles, int32_t num_outputs,
+                      const dx_attrs_t* attrs_handle, const dx_invoke_options_t* options,
+                      const char* where, wire::OpCall& call) {
+  const auto& plugins_ = self->plugins();
+  auto address = [self]() -> const std::string& { return self->address(); };
   if (num_inputs < 0 || num_outputs < 0 || num_inputs > 64 || num_outputs > 64 ||
       (num_inputs > 0 && input_handles == nullptr) ||
       (num_outputs > 0 && output_handles == nullptr)) {
     return Failf(DX_INVALID_ARGUMENT, "%s: bad input/output arrays", where);
   }
-  wire::OpCall call;
   call.op = name;
   auto gather = [&](dx_tensor_t* const* handles, int32_t n, const char* what,
                     std::vector<uint64_t>* out) -> dx_status_t {
@@ -726,7 +733,7 @@ dx_status_t RemoteConnection::Invoke(const std::string& name, dx_tensor_t* const
       if (dx_status_t st = Resolve(handles[i], where, what, &t)) {
         return Failf(st, "%s (%s %d)", PendingMessage().c_str(), what, i);
       }
-      if (ConnectionOf(t) != this) {
+      if (ConnectionOf(t) != self) {
         return Failf(DX_INVALID_ARGUMENT,
                      "%s: %s %d is a tensor of another runtime (%s); deepxd at %s computes only "
                      "on tensors of this connection: copy it into one with dx_tensor_copy()",
@@ -793,8 +800,55 @@ dx_status_t RemoteConnection::Invoke(const std::string& name, dx_tensor_t* const
       call.plugin = plugins_[opts.plugin_index].name;
     }
   }
+  return DX_OK;
+}
+
+}  // namespace
+
+dx_status_t RemoteConnection::Invoke(const std::string& name, dx_tensor_t* const* input_handles,
+                                     int32_t num_inputs, dx_tensor_t* const* output_handles,
+                                     int32_t num_outputs, const dx_attrs_t* attrs_handle,
+                                     const dx_invoke_options_t* options, const char* where) {
+  wire::OpCall call;
+  if (dx_status_t st = BuildCall(this, name, input_handles, num_inputs, output_handles,
+                                 num_outputs, attrs_handle, options, where, call)) {
+    return st;
+  }
   return impl_->Call(where, [&](uint64_t t) { return wire::request::Invoke(t, call); }, {},
                      nullptr);
+}
+
+dx_status_t RemoteConnection::Submit(const std::vector<InvokeStep>& steps, int32_t* completed,
+                                     const char* where) {
+  *completed = 0;
+  std::vector<wire::OpCall> program(steps.size());
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const InvokeStep& s = steps[i];
+    if (dx_status_t st = BuildCall(this, s.op_name, s.inputs.data(),
+                                   static_cast<int32_t>(s.inputs.size()), s.outputs.data(),
+                                   static_cast<int32_t>(s.outputs.size()), s.attrs,
+                                   s.has_options ? &s.options : nullptr, where, program[i])) {
+      return Failf(st, "%s: step %zu (%s) failed after 0 steps completed (none was sent): %s",
+                   where, i, s.op_name.c_str(), PendingMessage().c_str());
+    }
+  }
+  wire::Message m;
+  const dx_status_t st = impl_->Call(
+      where, [&](uint64_t t) { return wire::request::Submit(t, program); }, {}, &m);
+  const fb::Reply* reply = m.header.empty() ? nullptr : m.reply();
+  const fb::SubmitResult* result = reply ? reply->body_as_SubmitResult() : nullptr;
+  if (result != nullptr) {
+    *completed = static_cast<int32_t>(std::min<uint32_t>(result->ops_completed(),
+                                                         static_cast<uint32_t>(steps.size())));
+  } else if (st == DX_OK) {
+    *completed = static_cast<int32_t>(steps.size());
+  }
+  if (st == DX_OK) return DX_OK;
+  if (result == nullptr) return st;  // the connection, a timeout: no step is known to have failed
+  const size_t k = static_cast<size_t>(*completed);
+  const std::string op = k < steps.size() ? steps[k].op_name : std::string("?");
+  return Failf(st, "%s: step %zu (%s) failed after %zu steps completed: %s", where, k, op.c_str(),
+               k, Str(reply->message()).c_str());
 }
 
 dx_status_t RemoteInvoke(const Runtime& runtime, dx_op_id_t id, dx_tensor_t* const* inputs,
@@ -848,6 +902,9 @@ dx_status_t RemoteConnection::Copy(const Tensor&, const Tensor&, const char*) {
 dx_status_t RemoteConnection::Invoke(const std::string&, dx_tensor_t* const*, int32_t,
                                      dx_tensor_t* const*, int32_t, const dx_attrs_t*,
                                      const dx_invoke_options_t*, const char*) {
+  return DX_UNSUPPORTED;
+}
+dx_status_t RemoteConnection::Submit(const std::vector<InvokeStep>&, int32_t*, const char*) {
   return DX_UNSUPPORTED;
 }
 void RemoteConnection::Free(uint64_t) noexcept {}

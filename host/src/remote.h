@@ -107,6 +107,9 @@ class RemoteConnection : public std::enable_shared_from_this<RemoteConnection> {
   dx_status_t Invoke(const std::string& name, dx_tensor_t* const* inputs, int32_t num_inputs,
                      dx_tensor_t* const* outputs, int32_t num_outputs, const dx_attrs_t* attrs,
                      const dx_invoke_options_t* options, const char* where);
+  // dx_program_submit on this connection: the steps as one Submit request, one reply;
+  // `completed` receives the daemon's count of ops that ran (also on failure).
+  dx_status_t Submit(const std::vector<InvokeStep>& steps, int32_t* completed, const char* where);
   // Frees a handle in the daemon, ignoring failures (destructors call it).
   void Free(uint64_t handle) noexcept;
 

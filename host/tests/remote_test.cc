@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -827,3 +828,421 @@ TEST(RemoteVersion, APeerOfAnotherProtocolMajorIsRefusedNamingBoth) {
 }
 
 }  // namespace
+
+// ---- asynchronous invoke, tasks and programs (ABI 1.1) ------------------------------------------
+// The same assertions on an in-process runtime (its executor thread) and on a remote one (each
+// task one request to the real deepxd): many tasks in flight, poll, wait with a timeout on a long
+// matmul, cancelling queued tasks, a program of three ops against the three synchronous calls, a
+// program whose step fails, the conventions for bad arguments and handles, tasks from several
+// threads; then a daemon killed with tasks in flight (AsyncFaults).
+
+class Async : public SameApi {
+ protected:
+  dx_op_id_t Op(const char* name) {
+    dx_op_id_t id = 0;
+    EXPECT_EQ(Code(dx_runtime_op_lookup(rt_, name, &id)), DX_OK) << name << ": " << LastError();
+    return id;
+  }
+  // Submits `op` on (in...) -> (out) asynchronously.
+  dx_task_t* Submit(dx_op_id_t op, std::vector<dx_tensor_t*> in, dx_tensor_t* out) {
+    dx_task_t* task = nullptr;
+    EXPECT_EQ(Code(dx_invoke_async(rt_, op, in.data(), static_cast<int32_t>(in.size()), &out, 1,
+                                   nullptr, nullptr, &task)),
+              DX_OK)
+        << LastError();
+    EXPECT_NE(task, nullptr);
+    return task;
+  }
+  dx_status_t Wait(dx_task_t* task, int32_t timeout_ms = -1) {
+    return Code(dx_task_wait(task, timeout_ms));
+  }
+  void Destroy(dx_task_t* task) { EXPECT_EQ(Code(dx_task_destroy(task)), DX_OK) << LastError(); }
+  // Two n×n matrices of ones and their product's tensor: a matmul long enough to be in flight.
+  void BigMatmul(Tensor& a, Tensor& b, Tensor& c, int64_t n) {
+    std::vector<float> ones(static_cast<size_t>(n * n), 1.0f);
+    Make(a, {n, n}, ones);
+    Make(b, {n, n}, ones);
+    Make(c, {n, n});
+  }
+};
+
+constexpr int64_t kBig = 1024;
+constexpr int kChain = 4;  // matmuls queued back to back: the last is far from done at once
+
+TEST_P(Async, ManyTasksInFlightThenWaitAllGiveTheRightValues) {
+  const dx_op_id_t add = Op("dx.add");
+  constexpr int kTasks = 32;
+  std::vector<Tensor> in(kTasks), out(kTasks);
+  std::vector<dx_task_t*> tasks;
+  for (int i = 0; i < kTasks; ++i) {
+    Make(in[i], {4}, std::vector<float>(4, static_cast<float>(i)));
+    Make(out[i], {4});
+  }
+  for (int i = 0; i < kTasks; ++i) tasks.push_back(Submit(add, {in[i].t, in[i].t}, out[i].t));
+  for (int i = 0; i < kTasks; ++i) {
+    EXPECT_EQ(Wait(tasks[i]), DX_OK) << i << ": " << LastError();
+    int32_t steps = -1;
+    EXPECT_EQ(Code(dx_task_steps_completed(tasks[i], &steps)), DX_OK);
+    EXPECT_EQ(steps, 1);
+    // A done task gives the same outcome again, at once.
+    EXPECT_EQ(Wait(tasks[i], 0), DX_OK);
+    Destroy(tasks[i]);
+  }
+  for (int i = 0; i < kTasks; ++i) {
+    EXPECT_EQ(Read(out[i], 4), std::vector<float>(4, 2.0f * i)) << i;
+  }
+}
+
+TEST_P(Async, PollUntilDone) {
+  Tensor a, b, c;
+  BigMatmul(a, b, c, kBig);
+  std::vector<dx_task_t*> chain;
+  for (int i = 0; i < kChain; ++i) chain.push_back(Submit(Op("dx.matmul"), {a.t, b.t}, c.t));
+  dx_task_t* task = chain.back();
+  chain.pop_back();
+  int32_t done = 0;
+  int polls = 0;
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (!done && Clock::now() < deadline) {
+    ASSERT_EQ(Code(dx_task_poll(task, &done)), DX_OK) << LastError();
+    ++polls;
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(done, 1);
+  EXPECT_GT(polls, 1);  // not done at the first look: it ran on the executor
+  EXPECT_EQ(Wait(task, 0), DX_OK) << LastError();
+  Destroy(task);
+  for (dx_task_t* t : chain) {  // done before the last: they ran first
+    int32_t earlier = 0;
+    EXPECT_EQ(Code(dx_task_poll(t, &earlier)), DX_OK);
+    EXPECT_EQ(earlier, 1);
+    EXPECT_EQ(Wait(t, 0), DX_OK) << LastError();
+    Destroy(t);
+  }
+  const std::vector<float> all = Read(c, static_cast<size_t>(kBig * kBig));
+  EXPECT_EQ(std::count(all.begin(), all.end(), static_cast<float>(kBig)),
+            static_cast<std::ptrdiff_t>(all.size()));
+}
+
+TEST_P(Async, AShortWaitOnALongMatmulTimesOutAndALaterWaitSucceeds) {
+  Tensor a, b, c;
+  BigMatmul(a, b, c, kBig);
+  std::vector<dx_task_t*> chain;
+  for (int i = 0; i < kChain; ++i) chain.push_back(Submit(Op("dx.matmul"), {a.t, b.t}, c.t));
+  dx_task_t* task = chain.back();
+  EXPECT_EQ(Wait(task, 1), DX_TIMEOUT) << LastError();
+  EXPECT_TRUE(Says(LastError(), "not done after 1 ms")) << LastError();
+  EXPECT_EQ(Wait(task, 0), DX_TIMEOUT);
+  EXPECT_EQ(Wait(task, 60000), DX_OK) << LastError();
+  for (dx_task_t* t : chain) {
+    EXPECT_EQ(Wait(t, 0), DX_OK) << LastError();
+    Destroy(t);
+  }
+  const std::vector<float> all = Read(c, static_cast<size_t>(kBig * kBig));
+  EXPECT_EQ(all.front(), static_cast<float>(kBig));
+  EXPECT_EQ(all.back(), static_cast<float>(kBig));
+}
+
+TEST_P(Async, QueuedTasksAreCancelledAndNeverRun) {
+  Tensor a, b, c, x, y;
+  BigMatmul(a, b, c, kBig);
+  Make(x, {4}, {1, 2, 3, 4});
+  Make(y, {4}, {-7, -7, -7, -7});
+  dx_task_t* blocker = Submit(Op("dx.matmul"), {a.t, b.t}, c.t);
+  // Queued behind the matmul: cancelled before the executor reaches them.
+  std::vector<dx_task_t*> queued;
+  for (int i = 0; i < 4; ++i) queued.push_back(Submit(Op("dx.add"), {x.t, x.t}, y.t));
+  for (dx_task_t* t : queued) EXPECT_EQ(Code(dx_task_cancel(t)), DX_OK) << LastError();
+  EXPECT_EQ(Code(dx_task_cancel(queued[0])), DX_OK);  // cancelled already: still fine
+  for (dx_task_t* t : queued) {
+    EXPECT_EQ(Wait(t), DX_CANCELLED) << LastError();
+    EXPECT_TRUE(Says(LastError(), "cancelled before it ran")) << LastError();
+    int32_t done = 0;
+    EXPECT_EQ(Code(dx_task_poll(t, &done)), DX_OK);
+    EXPECT_EQ(done, 1);
+    Destroy(t);
+  }
+  EXPECT_EQ(Wait(blocker), DX_OK) << LastError();
+  // Done: nothing left to cancel.
+  EXPECT_EQ(Code(dx_task_cancel(blocker)), DX_FAILED_PRECONDITION);
+  EXPECT_TRUE(Says(LastError(), "done already")) << LastError();
+  Destroy(blocker);
+  // The cancelled adds never wrote y.
+  EXPECT_EQ(Read(y, 4), (std::vector<float>{-7, -7, -7, -7}));
+  // A task destroyed while queued is cancelled too: y stays as it is.
+  dx_task_t* blocker2 = Submit(Op("dx.matmul"), {a.t, b.t}, c.t);
+  Destroy(Submit(Op("dx.add"), {x.t, x.t}, y.t));
+  EXPECT_EQ(Wait(blocker2), DX_OK) << LastError();
+  Destroy(blocker2);
+  EXPECT_EQ(Read(y, 4), (std::vector<float>{-7, -7, -7, -7}));
+}
+
+TEST_P(Async, AProgramOfThreeOpsGivesWhatTheThreeSyncCallsGive) {
+  Tensor a, w, bias, p1, q1, r1, p2, q2, r2;
+  Make(a, {2, 3}, {1, -2, 3, -4, 5, -6});
+  Make(w, {3, 2}, {1, 0.5f, -1, 2, 0.25f, -3});
+  Make(bias, {2, 2}, {0.5f, -10, 20, -1});
+  for (Tensor* t : {&p1, &q1, &r1, &p2, &q2, &r2}) Make(*t, {2, 2});
+  const dx_op_id_t matmul = Op("dx.matmul"), add = Op("dx.add"), relu = Op("dx.relu");
+  dx_tensor_t* mm1[2] = {a.t, w.t};
+  ASSERT_EQ(Code(dx_invoke(rt_, matmul, mm1, 2, &p1.t, 1, nullptr)), DX_OK) << LastError();
+  dx_tensor_t* add1[2] = {p1.t, bias.t};
+  ASSERT_EQ(Code(dx_invoke(rt_, add, add1, 2, &q1.t, 1, nullptr)), DX_OK) << LastError();
+  ASSERT_EQ(Code(dx_invoke(rt_, relu, &q1.t, 1, &r1.t, 1, nullptr)), DX_OK) << LastError();
+
+  dx_program_t* program = nullptr;
+  ASSERT_EQ(Code(dx_program_create(rt_, &program)), DX_OK) << LastError();
+  dx_tensor_t* mm2[2] = {a.t, w.t};
+  ASSERT_EQ(Code(dx_program_add_invoke(program, matmul, mm2, 2, &p2.t, 1, nullptr, nullptr)),
+            DX_OK) << LastError();
+  dx_tensor_t* add2[2] = {p2.t, bias.t};
+  ASSERT_EQ(Code(dx_program_add_invoke(program, add, add2, 2, &q2.t, 1, nullptr, nullptr)),
+            DX_OK) << LastError();
+  ASSERT_EQ(Code(dx_program_add_invoke(program, relu, &q2.t, 1, &r2.t, 1, nullptr, nullptr)),
+            DX_OK) << LastError();
+  dx_task_t* task = nullptr;
+  ASSERT_EQ(Code(dx_program_submit(program, &task)), DX_OK) << LastError();
+  EXPECT_EQ(Wait(task), DX_OK) << LastError();
+  int32_t steps = 0;
+  EXPECT_EQ(Code(dx_task_steps_completed(task, &steps)), DX_OK);
+  EXPECT_EQ(steps, 3);
+  Destroy(task);
+  EXPECT_EQ(Read(r2, 4), Read(r1, 4));
+  EXPECT_EQ(Read(q2, 4), Read(q1, 4));
+  // [[3.75, -12.5], [-10.5, 26]] + bias, then relu: the negative entry becomes 0.
+  EXPECT_EQ(Read(r2, 4), (std::vector<float>{4.25f, 0, 9.5f, 25}));
+  // The program may be submitted again.
+  ASSERT_EQ(Code(dx_program_submit(program, &task)), DX_OK) << LastError();
+  EXPECT_EQ(Wait(task), DX_OK) << LastError();
+  Destroy(task);
+  EXPECT_EQ(Code(dx_program_destroy(program)), DX_OK);
+}
+
+TEST_P(Async, AProgramWithABadStepSaysWhichStepAndHowManyCompleted) {
+  Tensor a, b, sum, wrong, out;
+  Make(a, {2, 3}, {1, 2, 3, 4, 5, 6});
+  Make(b, {2, 3}, {1, 1, 1, 1, 1, 1});
+  Make(sum, {2, 3});
+  Make(wrong, {3, 3});
+  Make(out, {2, 3}, {9, 9, 9, 9, 9, 9});
+  const dx_op_id_t add = Op("dx.add");
+  dx_program_t* program = nullptr;
+  ASSERT_EQ(Code(dx_program_create(rt_, &program)), DX_OK) << LastError();
+  dx_tensor_t* in[2] = {a.t, b.t};
+  ASSERT_EQ(Code(dx_program_add_invoke(program, add, in, 2, &sum.t, 1, nullptr, nullptr)), DX_OK);
+  ASSERT_EQ(Code(dx_program_add_invoke(program, add, in, 2, &wrong.t, 1, nullptr, nullptr)),
+            DX_OK);
+  ASSERT_EQ(Code(dx_program_add_invoke(program, add, in, 2, &out.t, 1, nullptr, nullptr)), DX_OK);
+  dx_task_t* task = nullptr;
+  ASSERT_EQ(Code(dx_program_submit(program, &task)), DX_OK) << LastError();
+  EXPECT_EQ(Wait(task), DX_SHAPE_MISMATCH) << LastError();
+  EXPECT_TRUE(Says(LastError(), "step 1 (dx.add) failed after 1 steps completed")) << LastError();
+  int32_t steps = -1;
+  EXPECT_EQ(Code(dx_task_steps_completed(task, &steps)), DX_OK);
+  EXPECT_EQ(steps, 1);
+  Destroy(task);
+  EXPECT_EQ(Read(sum, 6), (std::vector<float>{2, 3, 4, 5, 6, 7}));  // step 0 ran
+  EXPECT_EQ(Read(out, 6), std::vector<float>(6, 9.0f));              // step 2 did not
+  EXPECT_EQ(Code(dx_program_destroy(program)), DX_OK);
+}
+
+TEST_P(Async, BadArgumentsAndHandlesAreRefusedPerTheConventions) {
+  Tensor x, y;
+  Make(x, {4}, {1, 2, 3, 4});
+  Make(y, {4});
+  const dx_op_id_t add = Op("dx.add");
+  dx_tensor_t* in[2] = {x.t, x.t};
+  dx_task_t* task = nullptr;
+  EXPECT_EQ(Code(dx_invoke_async(rt_, add, in, 2, &y.t, 1, nullptr, nullptr, nullptr)),
+            DX_INVALID_ARGUMENT);
+  EXPECT_EQ(Code(dx_invoke_async(nullptr, add, in, 2, &y.t, 1, nullptr, nullptr, &task)),
+            DX_INVALID_ARGUMENT);
+  EXPECT_EQ(Code(dx_invoke_async(rt_, add, nullptr, 2, &y.t, 1, nullptr, nullptr, &task)),
+            DX_INVALID_ARGUMENT);
+  EXPECT_EQ(Code(dx_invoke_async(rt_, 100000, in, 2, &y.t, 1, nullptr, nullptr, &task)),
+            DX_NOT_FOUND);
+  dx_invoke_options_t small;
+  std::memset(&small, 0, sizeof small);
+  small.struct_size = 4;
+  EXPECT_EQ(Code(dx_invoke_async(rt_, add, in, 2, &y.t, 1, nullptr, &small, &task)),
+            DX_INVALID_ARGUMENT);
+  EXPECT_TRUE(Says(LastError(), "struct_size")) << LastError();
+  EXPECT_EQ(task, nullptr);
+  // A handle of another kind where a runtime or task belongs.
+  EXPECT_EQ(Code(dx_invoke_async(reinterpret_cast<dx_runtime_t*>(x.t), add, in, 2, &y.t, 1,
+                                 nullptr, nullptr, &task)),
+            DX_FAILED_PRECONDITION);
+  EXPECT_EQ(Code(dx_task_wait(reinterpret_cast<dx_task_t*>(x.t), 0)), DX_FAILED_PRECONDITION);
+  // Full options are accepted and copied.
+  dx_invoke_options_t opts;
+  std::memset(&opts, 0, sizeof opts);
+  opts.struct_size = DX_INVOKE_OPTIONS_SIZE_1_0;
+  ASSERT_EQ(Code(dx_invoke_async(rt_, add, in, 2, &y.t, 1, nullptr, &opts, &task)), DX_OK)
+      << LastError();
+  EXPECT_EQ(Code(dx_task_wait(task, -2)), DX_INVALID_ARGUMENT);
+  EXPECT_EQ(Wait(task), DX_OK) << LastError();
+  int32_t done = 0;
+  EXPECT_EQ(Code(dx_task_poll(task, nullptr)), DX_INVALID_ARGUMENT);
+  EXPECT_EQ(Code(dx_task_steps_completed(task, nullptr)), DX_INVALID_ARGUMENT);
+  Destroy(task);
+  // Destroyed twice, then used.
+  EXPECT_EQ(Code(dx_task_destroy(task)), DX_FAILED_PRECONDITION);
+  EXPECT_EQ(Code(dx_task_wait(task, 0)), DX_FAILED_PRECONDITION);
+  EXPECT_EQ(Code(dx_task_poll(task, &done)), DX_FAILED_PRECONDITION);
+  EXPECT_EQ(Code(dx_task_cancel(task)), DX_FAILED_PRECONDITION);
+  EXPECT_EQ(Code(dx_task_destroy(nullptr)), DX_OK);
+  EXPECT_EQ(Code(dx_task_wait(nullptr, 0)), DX_INVALID_ARGUMENT);
+  EXPECT_EQ(Code(dx_task_poll(nullptr, &done)), DX_INVALID_ARGUMENT);
+  EXPECT_EQ(Code(dx_task_cancel(nullptr)), DX_INVALID_ARGUMENT);
+  // Programs.
+  dx_program_t* program = nullptr;
+  EXPECT_EQ(Code(dx_program_create(rt_, nullptr)), DX_INVALID_ARGUMENT);
+  EXPECT_EQ(Code(dx_program_create(nullptr, &program)), DX_INVALID_ARGUMENT);
+  ASSERT_EQ(Code(dx_program_create(rt_, &program)), DX_OK) << LastError();
+  EXPECT_EQ(Code(dx_program_submit(program, &task)), DX_INVALID_ARGUMENT);  // empty
+  EXPECT_TRUE(Says(LastError(), "empty")) << LastError();
+  EXPECT_EQ(Code(dx_program_add_invoke(program, add, in, -1, &y.t, 1, nullptr, nullptr)),
+            DX_INVALID_ARGUMENT);
+  EXPECT_EQ(Code(dx_program_add_invoke(program, add, in, 2, &y.t, 1, nullptr, &small)),
+            DX_INVALID_ARGUMENT);
+  EXPECT_EQ(Code(dx_program_add_invoke(program, 100000, in, 2, &y.t, 1, nullptr, nullptr)),
+            DX_NOT_FOUND);
+  EXPECT_EQ(Code(dx_program_submit(program, nullptr)), DX_INVALID_ARGUMENT);
+  EXPECT_EQ(Code(dx_program_destroy(program)), DX_OK);
+  EXPECT_EQ(Code(dx_program_destroy(program)), DX_FAILED_PRECONDITION);
+  EXPECT_EQ(Code(dx_program_add_invoke(program, add, in, 2, &y.t, 1, nullptr, nullptr)),
+            DX_FAILED_PRECONDITION);
+  EXPECT_EQ(Code(dx_program_destroy(nullptr)), DX_OK);
+  // A task whose tensor was destroyed before it ran fails clearly.
+  Tensor a, b, c;
+  BigMatmul(a, b, c, kBig);
+  dx_task_t* blocker = Submit(Op("dx.matmul"), {a.t, b.t}, c.t);
+  dx_tensor_t* gone = nullptr;
+  const int64_t shape[1] = {4};
+  ASSERT_EQ(Code(dx_tensor_create(rt_, cpu_, DX_DTYPE_F32, shape, 1, &gone)), DX_OK);
+  dx_task_t* late = Submit(add, {x.t, gone}, y.t);
+  ASSERT_EQ(Code(dx_tensor_destroy(gone)), DX_OK);
+  EXPECT_EQ(Wait(blocker), DX_OK) << LastError();
+  EXPECT_EQ(Wait(late), DX_FAILED_PRECONDITION) << LastError();
+  Destroy(blocker);
+  Destroy(late);
+}
+
+TEST_P(Async, TasksFromSeveralThreads) {
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  const dx_op_id_t add = Op("dx.add");
+  for (int w = 0; w < 4; ++w) {
+    threads.emplace_back([&, w] {
+      constexpr int kPerThread = 16;
+      const int64_t shape[1] = {8};
+      std::vector<dx_tensor_t*> outs(kPerThread, nullptr);
+      dx_tensor_t* x = nullptr;
+      if (Code(dx_tensor_create(rt_, cpu_, DX_DTYPE_F32, shape, 1, &x)) != DX_OK) {
+        ++failures;
+        return;
+      }
+      std::vector<float> values(8, static_cast<float>(w + 1));
+      if (Code(dx_tensor_write(x, values.data(), 32)) != DX_OK) ++failures;
+      std::vector<dx_task_t*> tasks;
+      for (int i = 0; i < kPerThread; ++i) {
+        if (Code(dx_tensor_create(rt_, cpu_, DX_DTYPE_F32, shape, 1, &outs[i])) != DX_OK) {
+          ++failures;
+          continue;
+        }
+        dx_tensor_t* in[2] = {x, x};
+        dx_task_t* t = nullptr;
+        if (Code(dx_invoke_async(rt_, add, in, 2, &outs[i], 1, nullptr, nullptr, &t)) != DX_OK) {
+          ++failures;
+          continue;
+        }
+        tasks.push_back(t);
+      }
+      for (dx_task_t* t : tasks) {
+        if (Code(dx_task_wait(t, -1)) != DX_OK) ++failures;
+        dx_error_destroy(dx_task_destroy(t));
+      }
+      std::vector<float> out(8);
+      for (dx_tensor_t* o : outs) {
+        if (o == nullptr) continue;
+        if (Code(dx_tensor_read(o, out.data(), 32)) != DX_OK || out[7] != 2.0f * (w + 1)) {
+          ++failures;
+        }
+        dx_error_destroy(dx_tensor_destroy(o));
+      }
+      dx_error_destroy(dx_tensor_destroy(x));
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+TEST_P(Async, DestroyingTheRuntimeCancelsQueuedTasksAndKeepsTheirHandles) {
+  Tensor a, b, c, x, y;
+  BigMatmul(a, b, c, kBig);
+  Make(x, {4}, {1, 2, 3, 4});
+  Make(y, {4});
+  dx_task_t* blocker = Submit(Op("dx.matmul"), {a.t, b.t}, c.t);
+  dx_task_t* queued = Submit(Op("dx.add"), {x.t, x.t}, y.t);
+  // The tensors outlive the runtime handle (destroyed with the fixture's Tensor objects).
+  ASSERT_EQ(Code(dx_runtime_destroy(rt_)), DX_OK) << LastError();
+  rt_ = nullptr;
+  // Done at once: run to the end (waited for) if the executor had started it, else cancelled.
+  const dx_status_t first = Wait(blocker, 0);
+  EXPECT_TRUE(first == DX_OK || first == DX_CANCELLED) << LastError();
+  EXPECT_EQ(Wait(queued, 0), DX_CANCELLED) << LastError();
+  EXPECT_TRUE(Says(LastError(), "runtime was destroyed")) << LastError();
+  Destroy(blocker);
+  Destroy(queued);
+}
+
+INSTANTIATE_TEST_SUITE_P(InProcessAndRemote, Async,
+                         ::testing::Values(Mode::kInProcess, Mode::kRemote),
+                         [](const ::testing::TestParamInfo<Mode>& info) {
+                           return info.param == Mode::kInProcess ? "InProcess" : "Remote";
+                         });
+
+TEST(AsyncFaults, ADaemonKilledWithTasksInFlightFailsThemAllWithUnavailablePromptly) {
+  Daemon d;
+  ASSERT_TRUE(d.ok()) << d.error();
+  dx_runtime_t* rt = nullptr;
+  dx_connect_options_t o = Options(30000);
+  ASSERT_EQ(Code(dx_runtime_connect(d.address().c_str(), &o, &rt)), DX_OK) << LastError();
+  dx_op_id_t add = 0;
+  ASSERT_EQ(Code(dx_runtime_op_lookup(rt, "dx.add", &add)), DX_OK) << LastError();
+  const int64_t shape[1] = {4};
+  dx_tensor_t* x = nullptr;
+  dx_tensor_t* y = nullptr;
+  ASSERT_EQ(Code(dx_tensor_create(rt, 0, DX_DTYPE_F32, shape, 1, &x)), DX_OK) << LastError();
+  ASSERT_EQ(Code(dx_tensor_create(rt, 0, DX_DTYPE_F32, shape, 1, &y)), DX_OK) << LastError();
+  // Stopped, the daemon takes the first request and never answers; the rest queue behind it.
+  d.Signal(SIGSTOP);
+  std::vector<dx_task_t*> tasks(8, nullptr);
+  dx_tensor_t* in[2] = {x, x};
+  for (auto& t : tasks) {
+    ASSERT_EQ(Code(dx_invoke_async(rt, add, in, 2, &y, 1, nullptr, nullptr, &t)), DX_OK)
+        << LastError();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  int32_t done = 1;
+  ASSERT_EQ(Code(dx_task_poll(tasks[0], &done)), DX_OK);
+  EXPECT_EQ(done, 0);
+  const auto start = Clock::now();
+  d.Signal(SIGKILL);
+  for (dx_task_t* t : tasks) {
+    EXPECT_EQ(Code(dx_task_wait(t, -1)), DX_UNAVAILABLE) << LastError();
+    EXPECT_TRUE(Says(LastError(), "closed the connection")) << LastError();
+  }
+  const auto took = Clock::now() - start;
+  EXPECT_LT(took, std::chrono::milliseconds(3000));  // the request timeout is 30 s
+  d.Stop(SIGKILL);
+  // New work on the lost connection fails at once too.
+  dx_task_t* after = nullptr;
+  ASSERT_EQ(Code(dx_invoke_async(rt, add, in, 2, &y, 1, nullptr, nullptr, &after)), DX_OK);
+  EXPECT_EQ(Code(dx_task_wait(after, 5000)), DX_UNAVAILABLE) << LastError();
+  tasks.push_back(after);
+  for (dx_task_t* t : tasks) EXPECT_EQ(Code(dx_task_destroy(t)), DX_OK);
+  EXPECT_EQ(Code(dx_tensor_destroy(x)), DX_OK);
+  EXPECT_EQ(Code(dx_tensor_destroy(y)), DX_OK);
+  EXPECT_EQ(Code(dx_runtime_destroy(rt)), DX_OK);
+}

@@ -76,6 +76,14 @@
  * dx_tensor_copy() between a remote tensor and a tensor of another runtime stages the bytes
  * through this process's memory.
  *
+ * **Tasks and programs** (since 1.1). dx_invoke_async() queues an invoke on the runtime's
+ * executor thread and returns a ::dx_task_t at once (dx_task_wait() with a timeout, dx_task_poll(),
+ * dx_task_cancel() of a task not yet started, dx_task_destroy()); dx_program_create(),
+ * dx_program_add_invoke() and dx_program_submit() run a list of invokes in order as one task (on
+ * a remote runtime one Submit request with one reply), whose failure names the step. Both work
+ * the same in-process and remote; the tasks of a runtime run one at a time in submission order
+ * (see ::dx_task_t for ordering, borrowing, cancelling and a daemon that dies).
+ *
  * @since 1.0
  */
 #ifndef DEEPX_HOST_H_
@@ -710,6 +718,202 @@ DX_MUST_USE DX_EXPORT dx_error_t* dx_invoke_ex(dx_runtime_t* runtime, dx_op_id_t
                                    dx_tensor_t* const* inputs, int32_t num_inputs,
                                    dx_tensor_t* const* outputs, int32_t num_outputs,
                                    const dx_attrs_t* attrs, const dx_invoke_options_t* options);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Asynchronous invoke and programs (since 1.1)                                                */
+/* ------------------------------------------------------------------------------------------ */
+
+/**
+ * @brief A task: one dx_invoke_async() or one dx_program_submit(), queued or running on its
+ * runtime's executor, then done with one outcome. A handle (see above). @since 1.1
+ *
+ * **Execution and ordering.** Each runtime, in-process or remote, runs its tasks on one executor
+ * thread of its own (started by its first task): the tasks of a runtime run one at a time, in the
+ * order they were submitted, whichever threads submitted them; tasks of different runtimes run
+ * concurrently. A synchronous call (dx_invoke(), dx_tensor_read(), ...) does not wait for the
+ * runtime's tasks: wait for the task before reading its outputs or reusing its inputs. On a remote
+ * runtime the executor sends each task as one request (an invoke as an Invoke, a program as one
+ * Submit) and waits for its reply, at most the request timeout of ::dx_connect_options_t; the
+ * connection's synchronous calls from other threads interleave with it, each whole.
+ *
+ * **Borrowed arguments.** A task refers to its tensors and attribute list by handle and resolves
+ * them when it runs: they must stay alive, and the attribute list unchanged, until the task is
+ * done; a handle destroyed before then fails the task with ::DX_FAILED_PRECONDITION. The
+ * invoke options are copied at submission.
+ *
+ * **Cancelling.** dx_task_cancel() cancels a task that has not started: its outcome becomes
+ * ::DX_CANCELLED and it never runs. A running task is never interrupted (a kernel has no way to
+ * stop; a daemon's request in progress completes): cancel reports ::DX_FAILED_PRECONDITION and
+ * the task ends with its own outcome.
+ *
+ * **Failure of the daemon.** When the connection of a remote runtime is lost, the running task
+ * fails with ::DX_UNAVAILABLE as soon as the socket closes, and every queued task of the runtime
+ * fails at once with the same status and message when its turn comes (nothing is sent); no
+ * wait blocks longer than the request timeout for the task it waits on.
+ *
+ * **Lifetime.** Destroy with dx_task_destroy(). A task outlives its runtime: dx_runtime_destroy()
+ * cancels the runtime's queued tasks (::DX_CANCELLED, "the runtime was destroyed"), waits for the
+ * running one, and leaves every task handle valid for dx_task_wait() and dx_task_destroy().
+ */
+typedef struct dx_task dx_task_t;
+
+/** @brief A program: a list of invokes built once and submitted as one task (in-process: run
+    in order by the runtime's executor; remote: one Submit message, one reply). A handle (see
+    above). Build it from one thread at a time. @since 1.1 */
+typedef struct dx_program dx_program_t;
+
+/**
+ * @brief As dx_invoke_ex(), but queued on the runtime's executor: returns at once with a task
+ * whose outcome dx_task_wait() gives.
+ *
+ * The arguments are checked now (a bad handle, array or options struct_size fails this call and
+ * makes no task); what the kernel or the daemon says (no kernel, shape mismatch, the kernel's
+ * error, a lost connection) is the task's outcome.
+ * @param runtime the runtime, in-process or remote.
+ * @param op,inputs,num_inputs,outputs,num_outputs,attrs as dx_invoke(); the tensors and
+ *        attribute list are borrowed until the task is done (see ::dx_task_t), the arrays are
+ *        copied.
+ * @param options may be null; copied.
+ * @param out_task receives the task; destroy it with dx_task_destroy().
+ * @return ::DX_INVALID_ARGUMENT for a null `out_task`, bad arrays or a too small
+ *         `options->struct_size`; ::DX_FAILED_PRECONDITION for a destroyed runtime;
+ *         ::DX_NOT_FOUND for an op id not interned in the runtime.
+ *
+ * Any thread.
+ * @since 1.1
+ */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_invoke_async(dx_runtime_t* runtime, dx_op_id_t op,
+                                                  dx_tensor_t* const* inputs, int32_t num_inputs,
+                                                  dx_tensor_t* const* outputs, int32_t num_outputs,
+                                                  const dx_attrs_t* attrs,
+                                                  const dx_invoke_options_t* options,
+                                                  dx_task_t** out_task);
+
+/**
+ * @brief Waits for a task to finish and returns its outcome.
+ * @param task the task.
+ * @param timeout_ms how long to wait, in milliseconds: 0 only looks, -1 waits until the task is
+ *        done (on a remote runtime the request timeout still bounds the task once it is sent).
+ *        Other negative values are refused.
+ * @return ::DX_TIMEOUT when the task is not done in time (the task goes on; wait again); once
+ *         done, the task's outcome, the same on every call: null for success, or a new error
+ *         object (its status and message: the kernel's or daemon's error, ::DX_CANCELLED,
+ *         ::DX_UNAVAILABLE, ...; for a program, which step failed and how many completed).
+ *         ::DX_INVALID_ARGUMENT for a null task or a bad timeout; ::DX_FAILED_PRECONDITION for a
+ *         destroyed task. Use dx_task_poll() to tell a task not yet done from one whose outcome
+ *         is ::DX_TIMEOUT.
+ *
+ * Any thread; several threads may wait on the same task.
+ * @since 1.1
+ */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_task_wait(dx_task_t* task, int32_t timeout_ms);
+
+/**
+ * @brief Says whether a task is done, without blocking.
+ * @param task the task.
+ * @param out_done receives 1 when the task is done (dx_task_wait() then returns at once), 0
+ *        otherwise.
+ * @return ::DX_INVALID_ARGUMENT for a null argument; ::DX_FAILED_PRECONDITION for a destroyed
+ *         task. Never the task's outcome.
+ *
+ * Any thread.
+ * @since 1.1
+ */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_task_poll(dx_task_t* task, int32_t* out_done);
+
+/**
+ * @brief Cancels a task that has not started (see ::dx_task_t): it never runs and its outcome
+ * becomes ::DX_CANCELLED.
+ * @param task the task.
+ * @return null when the task was cancelled (or was cancelled already);
+ *         ::DX_FAILED_PRECONDITION when it is running or done (nothing is interrupted; the
+ *         message says which); ::DX_INVALID_ARGUMENT for a null task.
+ *
+ * Any thread.
+ * @since 1.1
+ */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_task_cancel(dx_task_t* task);
+
+/**
+ * @brief Destroys a task handle. Null is a no-op.
+ *
+ * A task not yet started is cancelled first (it never runs); a running task is detached: it
+ * completes on the executor and its outcome is dropped (its tensors must stay alive until then,
+ * as dx_runtime_destroy() or a dx_task_wait() on another task of the runtime submitted later
+ * guarantees). A task is destroyed once; a later call with the handle is refused.
+ * @return ::DX_FAILED_PRECONDITION for a handle already destroyed or of another kind.
+ *
+ * Must not overlap other calls on the same task.
+ * @since 1.1
+ */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_task_destroy(dx_task_t* task);
+
+/**
+ * @brief Creates an empty program for `runtime`.
+ * @param runtime the runtime, in-process or remote; it must outlive the program's submissions
+ *        (a program submitted after its runtime is destroyed is refused).
+ * @param out_program receives the program; destroy it with dx_program_destroy().
+ * @return ::DX_INVALID_ARGUMENT for a null argument; ::DX_FAILED_PRECONDITION for a destroyed
+ *         runtime.
+ * @since 1.1
+ */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_program_create(dx_runtime_t* runtime,
+                                                    dx_program_t** out_program);
+
+/**
+ * @brief Appends one invoke (a step) to a program.
+ *
+ * Arguments as dx_invoke_async(): the arrays and options are copied, the tensors and attribute
+ * list are borrowed until every task submitted from the program is done. A step's outputs may be
+ * later steps' inputs: the steps run in order. At most 4096 steps.
+ * @return ::DX_INVALID_ARGUMENT for bad arrays or options (the program is unchanged);
+ *         ::DX_NOT_FOUND for an op id not interned in the runtime; ::DX_RESOURCE_EXHAUSTED past
+ *         4096 steps.
+ * @since 1.1
+ */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_program_add_invoke(dx_program_t* program, dx_op_id_t op,
+                                                        dx_tensor_t* const* inputs,
+                                                        int32_t num_inputs,
+                                                        dx_tensor_t* const* outputs,
+                                                        int32_t num_outputs,
+                                                        const dx_attrs_t* attrs,
+                                                        const dx_invoke_options_t* options);
+
+/**
+ * @brief Submits the program's steps as one task: they run in order and stop at the first that
+ * fails.
+ *
+ * On a remote runtime the whole program is one Submit request with one reply. The program may be
+ * submitted again and changed after this call (the task has its own copy of the steps).
+ * @param program the program; an empty one is refused.
+ * @param out_task receives the task. Its outcome is null when every step succeeded; otherwise
+ *         the failing step's status, with a message that starts with
+ *         "step K (OP) failed after K steps completed: " (K counts from 0);
+ *         dx_task_steps_completed() gives K as a number.
+ * @return ::DX_INVALID_ARGUMENT for a null argument or an empty program;
+ *         ::DX_FAILED_PRECONDITION when the program's runtime was destroyed.
+ *
+ * Any thread, but not concurrently with dx_program_add_invoke() on the same program.
+ * @since 1.1
+ */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_program_submit(dx_program_t* program, dx_task_t** out_task);
+
+/**
+ * @brief How many steps of a task completed: for a program, the steps that succeeded (all of
+ * them when it succeeded); for an invoke, 1 after success and 0 otherwise.
+ * @param task the task; a task not yet done reports the steps completed so far in-process, 0
+ *        remotely (the daemon reports them with its one reply).
+ * @param out_steps receives the count.
+ * @return ::DX_INVALID_ARGUMENT for a null argument; ::DX_FAILED_PRECONDITION for a destroyed
+ *         task.
+ * @since 1.1
+ */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_task_steps_completed(dx_task_t* task, int32_t* out_steps);
+
+/** @brief Destroys a program. Null is a no-op; tasks submitted from it are unaffected.
+    @return ::DX_FAILED_PRECONDITION for a handle already destroyed or of another kind.
+    @since 1.1 */
+DX_MUST_USE DX_EXPORT dx_error_t* dx_program_destroy(dx_program_t* program);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Named 1.0 sizes                                                                             */
