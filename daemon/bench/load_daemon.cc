@@ -8,7 +8,9 @@
 //     write x = [v, v+1, ..., v+7] (f64), y = dx.add(x, ones), read y; each read must return
 //     [v+1, ..., v+8], the others OK;
 //   - RSS of deepxd (VmRSS from /proc/<pid>/status) flat: within --rss-tolerance (10%) of its
-//     value at the end of the warm-up (the first 20% of the tasks) at every later sample.
+//     value at the end of the warm-up (the first 20% of the tasks) at every later sample (a
+//     negative tolerance reports it without checking: sanitizer builds, whose allocators keep
+//     freed memory in quarantine).
 // Bounded: stops sending at --max-seconds and reports what was not done as a failure.
 //
 // Worker kills: the issue asks for an executor worker to be killed every few seconds during
@@ -188,7 +190,7 @@ void Usage() {
   std::printf(
       "usage: deepx-load-daemon [--tasks=N] [--clients=C] [--window=W] [--kill-every=S]\n"
       "                         [--max-seconds=S] [--rss-tolerance=F] [--deepxd=PATH]\n"
-      "                         [--plugin=PATH]\n"
+      "                         [--plugin=PATH]   (--rss-tolerance<0: RSS reported, not checked)\n"
       "N tasks (requests) from C clients against a real deepxd; checks 0 lost, 0 duplicated,\n"
       "exact results and a flat RSS. Exit 0 when all hold.\n");
 }
@@ -319,6 +321,7 @@ int main(int argc, char** argv) {
   const uint64_t not_sent = o.tasks - total.sent;
   const double growth = rss_warm > 0 ? double(rss_max) / double(rss_warm) - 1 : 0;
   const double shrink = rss_warm > 0 ? 1 - double(rss_min) / double(rss_warm) : 0;
+  const bool rss_checked = o.rss_tolerance >= 0;
   const bool rss_flat = rss_warm > 0 && growth <= o.rss_tolerance && shrink <= o.rss_tolerance;
 
   std::printf("tasks: %llu sent of %llu, %llu answered, %llu lost, %llu duplicated, %llu unknown "
@@ -332,7 +335,9 @@ int main(int argc, char** argv) {
               "then %ld..%ld KiB over %llu samples (%+.1f%% / -%.1f%%), %ld KiB at the end: %s "
               "(tolerance %.0f%%)\n",
               rss_start, rss_warm, rss_min, rss_max, (unsigned long long)samples, growth * 100,
-              shrink * 100, rss_last, rss_flat ? "flat" : "NOT flat", o.rss_tolerance * 100);
+              shrink * 100, rss_last,
+              !rss_checked ? "not checked (--rss-tolerance<0)" : rss_flat ? "flat" : "NOT flat",
+              std::max(0.0, o.rss_tolerance) * 100);
   std::printf("worker kills: %llu (looked %llu times, child processes of deepxd seen: %llu; "
               "isolated workers do not exist yet)\n",
               (unsigned long long)kills, (unsigned long long)looks,
@@ -340,7 +345,8 @@ int main(int argc, char** argv) {
   std::printf("deepxd stopped with SIGTERM: exit status %d; load average after %s\n", stop_rc,
               LoadAverage().c_str());
   const bool pass = not_sent == 0 && lost == 0 && total.duplicated == 0 && total.unknown == 0 &&
-                    total.wrong == 0 && failed_clients == 0 && rss_flat && stop_rc == 0;
+                    total.wrong == 0 && failed_clients == 0 && (rss_flat || !rss_checked) &&
+                    stop_rc == 0;
   std::printf("%s\n", pass ? "PASS" : "FAIL");
   return pass ? 0 : 1;
 }
