@@ -749,7 +749,8 @@ DX_MUST_USE DX_EXPORT dx_error_t* dx_invoke_ex(dx_runtime_t* runtime, dx_op_id_t
  * **Failure of the daemon.** When the connection of a remote runtime is lost, the running task
  * fails with ::DX_UNAVAILABLE as soon as the socket closes, and every queued task of the runtime
  * fails at once with the same status and message when its turn comes (nothing is sent); no
- * wait blocks longer than the request timeout for the task it waits on.
+ * request of a task waits longer than the request timeout, so dx_task_wait() with -1 ends within
+ * that timeout for the task waited on and for each task queued before it.
  *
  * **Lifetime.** Destroy with dx_task_destroy(). A task outlives its runtime: dx_runtime_destroy()
  * cancels the runtime's queued tasks (::DX_CANCELLED, "the runtime was destroyed"), waits for the
