@@ -1,6 +1,7 @@
 // deepxd's configuration (config.h): TOML through toml++, every key checked.
 #include "deepx/daemon/config.h"
 
+#include <arpa/inet.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -128,6 +129,16 @@ const std::map<std::string, std::map<std::string, Setter>>& Schema() {
          [](Ctx& c, const std::string& k, const toml::node& n, Config& o) {
            return GetUint(c, k, n, o.quotas.max_inflight, 1);
          }}}},
+      {"metrics",
+       {{"listen",
+         [](Ctx& c, const std::string& k, const toml::node& n, Config& o) {
+           std::string v, why;
+           if (!GetString(c, k, n, v)) return false;
+           LoopbackAddress a;
+           if (!ParseLoopbackAddress(v, a, why)) return c.Fail(k, why);
+           o.metrics_listen = v;
+           return true;
+         }}}},
       {"log",
        {{"level",
          [](Ctx& c, const std::string& k, const toml::node& n, Config& o) {
@@ -152,6 +163,55 @@ bool ParseLogLevel(const std::string& name, LogLevel& out) {
   return true;
 }
 
+bool ParseLoopbackAddress(const std::string& text, LoopbackAddress& out, std::string& error) {
+  size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon + 1 == text.size()) {
+    error = "'" + text + "' is not HOST:PORT (e.g. \"127.0.0.1:9464\")";
+    return false;
+  }
+  std::string host = text.substr(0, colon), port = text.substr(colon + 1);
+  if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoul(port) > 65535) {
+    error = "'" + text + "': the port '" + port + "' is not a number from 0 to 65535";
+    return false;
+  }
+  LoopbackAddress a;
+  a.port = uint16_t(std::stoul(port));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+    a.ipv6 = true;
+  }
+  if (host == "localhost") host = "127.0.0.1";
+  const std::string refused =
+      "'" + text + "' is not a loopback address; the metrics endpoint has no authentication "
+      "and listens only on 127.0.0.0/8, [::1] or localhost";
+  if (a.ipv6) {
+    in6_addr addr{};
+    if (inet_pton(AF_INET6, host.c_str(), &addr) != 1) {
+      error = "'" + text + "': '" + host + "' is not an IPv6 address";
+      return false;
+    }
+    if (!IN6_IS_ADDR_LOOPBACK(&addr)) {
+      error = refused;
+      return false;
+    }
+  } else {
+    in_addr addr{};
+    if (inet_pton(AF_INET, host.c_str(), &addr) != 1) {
+      error = "'" + text + "': '" + host +
+              "' is not an IPv4 address, [IPv6] address or localhost";
+      return false;
+    }
+    if ((ntohl(addr.s_addr) >> 24) != 127) {
+      error = refused;
+      return false;
+    }
+  }
+  a.host = host;
+  out = a;
+  return true;
+}
+
 bool ParseConfig(const std::string& text, const std::string& origin, Config& out,
                  std::string& error) {
   toml::table root;
@@ -170,7 +230,7 @@ bool ParseConfig(const std::string& text, const std::string& origin, Config& out
     std::string section_name(section_key.str());
     auto it = Schema().find(section_name);
     if (it == Schema().end()) {
-      c.Fail(section_name, "unknown key (known sections: server, plugins, limits, quotas, log)");
+      c.Fail(section_name, "unknown key (known sections: server, plugins, limits, quotas, log, metrics)");
       break;
     }
     if (!section.is_table()) {
@@ -218,6 +278,14 @@ bool ValidateConfig(const Config& config, std::string& error) {
     error = "server.socket: the path must be 1 to " + std::to_string(sizeof addr.sun_path - 1) +
             " bytes long";
     return false;
+  }
+  if (!config.metrics_listen.empty()) {
+    LoopbackAddress a;
+    std::string why;
+    if (!ParseLoopbackAddress(config.metrics_listen, a, why)) {
+      error = "metrics.listen: " + why;
+      return false;
+    }
   }
   if (config.plugins.empty()) {
     error = "plugins.paths: no plugin is configured (deepxd serves only the plugins of its "

@@ -109,7 +109,18 @@ Executor::~Executor() {
   if (runtime_) dx_error_destroy(dx_runtime_destroy(runtime_));
 }
 
+Status Executor::LoadPlugin(const std::string& plugin) {
+  Status s = FromDx(dx_runtime_load_plugin(runtime_, plugin.c_str(), nullptr),
+                    "loading plugin '" + plugin + "'");
+  Status c = ReadCatalogue();
+  return s.ok() ? c : s;
+}
+
 Status Executor::ReadCatalogue() {
+  plugins_.clear();
+  devices_.clear();
+  ops_.clear();
+  kernels_.clear();
   int32_t np = 0, nd = 0, nops = 0;
   Status s = FromDx(dx_runtime_plugin_count(runtime_, &np), "dx_runtime_plugin_count");
   if (!s.ok()) return s;
@@ -199,6 +210,7 @@ std::unique_ptr<Connection> Daemon::Open(const std::string& peer, uint32_t uid) 
   sessions_.emplace(raw->id, std::move(state));
   ++stats_.sessions_opened;
   ++stats_.sessions_open;
+  metrics_.SessionOpened();
   return std::unique_ptr<Connection>(new Connection(*this, raw, peer));
 }
 
@@ -219,6 +231,7 @@ void Daemon::EndSession(uint64_t id, const char* why) {
             {"tasks_failed", std::to_string(st.tasks_failed)}});
   sessions_.erase(it);
   --stats_.sessions_open;
+  metrics_.SessionClosed();
 }
 
 size_t Daemon::ExpireDetached() {
@@ -249,11 +262,34 @@ uint64_t Daemon::AddSlot(uint64_t owner, dx_tensor_t* tensor, uint64_t bytes) {
   s.owner = owner;
   s.tensor = tensor;
   s.bytes = bytes;
+  s.device = -1;
+  if (bytes > 0) {
+    int32_t dev = -1;
+    dx_error_t* e = dx_tensor_device(tensor, &dev);
+    dx_error_destroy(e);
+    const auto& devices = executor_.devices();
+    if (!e && dev >= 0 && size_t(dev) < devices.size()) {
+      s.device = dev;
+      metrics_.TensorBytes(devices[dev].name, devices[dev].kind, int64_t(bytes));
+    }
+  }
   return wire::MakeHandle(index, s.generation);
+}
+
+void Daemon::Reconfigure(const Config& config) {
+  config_.quotas = config.quotas;
+  config_.log_level = config.log_level;
+  config_.resume_seconds = config.resume_seconds;
+  log_.set_level(config.log_level);
 }
 
 void Daemon::FreeSlot(uint32_t index) {
   Slot& s = slots_[index];
+  if (s.device >= 0 && s.bytes > 0) {
+    const wire::DeviceEntry& d = executor_.devices()[s.device];
+    metrics_.TensorBytes(d.name, d.kind, -int64_t(s.bytes));
+  }
+  s.device = -1;
   dx_error_destroy(dx_tensor_destroy(s.tensor));
   s.tensor = nullptr;
   s.owner = 0;
@@ -313,7 +349,27 @@ void Connection::Reply(std::span<const uint8_t> header, std::span<const uint8_t>
   }
 }
 
-void Connection::Count(bool ok) {
+void Connection::Begin(const wire::Message& m) {
+  const fb::Request* r = m.request();
+  cur_request_ = fb::EnumNameRequestBody(r->body_type());
+  cur_op_.clear();
+  if (r->body_type() == fb::RequestBody::Invoke) {
+    // Only ops the daemon serves become label values: a client cannot grow the metrics.
+    std::string op = Str(r->body_as_Invoke()->op());
+    const auto& ops = daemon_.executor_.ops();
+    cur_op_ = std::find(ops.begin(), ops.end(), op) != ops.end() ? op : "(unknown)";
+  }
+  cur_start_ = std::chrono::steady_clock::now();
+}
+
+void Connection::Count(dx_status_t code) {
+  const bool ok = code == DX_OK;
+  double seconds = cur_start_ == std::chrono::steady_clock::time_point{}
+                       ? 0.0
+                       : std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                       cur_start_)
+                             .count();
+  daemon_.metrics_.TaskDone(cur_request_, cur_op_, wire::StatusName(code), seconds);
   if (ok) {
     ++state_->stats.tasks_completed;
     ++daemon_.stats_.tasks_completed;
@@ -324,14 +380,14 @@ void Connection::Count(bool ok) {
 }
 
 void Connection::ReplyError(uint64_t task, const Status& status) {
-  Count(false);
+  Count(status.code);
   daemon_.log().Log(LogLevel::kDebug, status.message, session_, task,
                     {{"status", wire::StatusName(status.code)}});
   Reply(wire::reply::Error(task, status.code, status.message));
 }
 
 void Connection::ReplyOk(const std::vector<uint8_t>& header) {
-  Count(true);
+  Count(DX_OK);
   Reply(header);
 }
 
@@ -343,6 +399,7 @@ void Connection::Feed(std::span<const uint8_t> data) {
     if (e.kind == wire::Event::Kind::kError) {
       ++state_->stats.protocol_errors;
       ++daemon_.stats_.protocol_errors;
+      daemon_.metrics_.ProtocolError(wire::StatusName(e.error.code));
       daemon_.log().Log(e.fatal ? LogLevel::kWarn : LogLevel::kDebug,
                         e.fatal ? "protocol error, closing: " + e.error.message
                                 : "protocol error: " + e.error.message,
@@ -370,6 +427,7 @@ void Connection::Finish() {
 
 void Connection::Enqueue(wire::Message&& message) {
   const fb::Request* r = message.request();
+  Begin(message);
   if (r->body_type() == fb::RequestBody::Cancel) {
     // Acts on the queue at once, ahead of the work it may cancel.
     Status s = DoCancel(*r->body_as_Cancel());
@@ -414,6 +472,7 @@ void Connection::RunQueue() {
     Queued q = std::move(queue_.front());
     queue_.pop_front();
     if (q.cancelled) {
+      Begin(q.message);
       ReplyError(q.message.task_id,
                  Status::Error(DX_CANCELLED, "task " + std::to_string(q.message.task_id) +
                                                  " was cancelled before it ran"));
@@ -427,6 +486,7 @@ void Connection::RunQueue() {
 void Connection::Execute(const wire::Message& m) {
   const fb::Request* r = m.request();
   const uint64_t task = m.task_id;
+  Begin(m);
   Executor& ex = daemon_.executor_;
   std::vector<uint8_t> reply;
   std::vector<uint8_t> bulk;
@@ -491,7 +551,7 @@ void Connection::Execute(const wire::Message& m) {
           ++done;
         }
       }
-      Count(s.ok());
+      Count(s.code);
       if (!s.ok())
         daemon_.log().Log(LogLevel::kDebug, s.message, session_, task,
                           {{"status", wire::StatusName(s.code)}});
@@ -520,7 +580,7 @@ void Connection::Execute(const wire::Message& m) {
     return;
   }
   if (reply.empty()) reply = wire::reply::Ok(task);
-  Count(true);
+  Count(DX_OK);
   Reply(reply, bulk);
 }
 

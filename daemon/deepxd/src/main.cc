@@ -1,5 +1,6 @@
 // deepxd: the deepx daemon. Usage: deepxd [--config FILE] [--socket PATH] [--plugin PATH]...
-// [--allow-uid UID]... [--log-level LEVEL]; deepxd --check-config FILE. docs/operations.md.
+// [--allow-uid UID]... [--log-level LEVEL] [--metrics-listen HOST:PORT]; deepxd --check-config
+// FILE. docs/operations.md.
 #include <unistd.h>
 
 #include <csignal>
@@ -24,7 +25,7 @@ int main(int argc, char** argv) {
   app.footer("Exit status: 0 after a drain (SIGTERM, SIGINT) or a valid --check-config; 1 for "
              "a configuration or start-up error; 2 for a usage error.");
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  std::string config_file, check_file, socket, log_level;
+  std::string config_file, check_file, socket, log_level, metrics_listen;
   std::vector<std::string> plugins;
   std::vector<uint32_t> uids;
   app.add_option("--config", config_file, "the TOML configuration file")->type_name("FILE");
@@ -43,6 +44,10 @@ int main(int argc, char** argv) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--log-level", log_level, "error, warn, info or debug (overrides log.level)")
       ->type_name("LEVEL");
+  app.add_option("--metrics-listen", metrics_listen,
+                 "the loopback HOST:PORT of /metrics, /healthz, /readyz (overrides "
+                 "metrics.listen)")
+      ->type_name("HOST:PORT");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -50,24 +55,32 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
 
-  Config config;
-  std::string error;
+  // The file, then the command line's overrides, then the checks: at start and on SIGHUP.
   const std::string& file = !check_file.empty() ? check_file : config_file;
-  if (!file.empty() && !LoadConfigFile(file, config, error)) {
-    std::fprintf(stderr, "deepxd: error: %s\n", error.c_str());
-    return 1;
-  }
-  if (!socket.empty()) config.socket_path = socket;
-  if (!plugins.empty()) config.plugins = plugins;
-  if (!uids.empty()) config.allowed_uids = uids;
-  if (!log_level.empty() && !ParseLogLevel(log_level, config.log_level)) {
+  auto build = [&](Config& config, std::string& error) {
+    config = Config{};
+    if (!file.empty() && !LoadConfigFile(file, config, error)) return false;
+    if (!socket.empty()) config.socket_path = socket;
+    if (!plugins.empty()) config.plugins = plugins;
+    if (!uids.empty()) config.allowed_uids = uids;
+    if (!metrics_listen.empty()) config.metrics_listen = metrics_listen;
+    if (!log_level.empty()) ParseLogLevel(log_level, config.log_level);
+    if (!ValidateConfig(config, error)) {
+      if (!file.empty()) error = file + ": " + error;
+      return false;
+    }
+    return true;
+  };
+  LogLevel unused;
+  if (!log_level.empty() && !ParseLogLevel(log_level, unused)) {
     std::fprintf(stderr, "deepxd: error: --log-level: '%s' is not one of error, warn, info, debug\n",
                  log_level.c_str());
     return 2;
   }
-  if (!ValidateConfig(config, error)) {
-    std::fprintf(stderr, "deepxd: error: %s%s\n", file.empty() ? "" : (file + ": ").c_str(),
-                 error.c_str());
+  Config config;
+  std::string error;
+  if (!build(config, error)) {
+    std::fprintf(stderr, "deepxd: error: %s\n", error.c_str());
     return 1;
   }
   if (!check_file.empty()) {
@@ -79,5 +92,7 @@ int main(int argc, char** argv) {
   // A client that vanishes mid-write must not kill the daemon: EPIPE is handled as an error.
   std::signal(SIGPIPE, SIG_IGN);
   Logger log(config.log_level);
-  return RunServer(config, log);
+  ReloadFn reload;
+  if (!config_file.empty()) reload = build;
+  return RunServer(config, log, reload);
 }

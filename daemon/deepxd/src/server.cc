@@ -13,9 +13,11 @@
 #include <memory>
 #include <set>
 
+#include <systemd/sd-daemon.h>
 #include <uv.h>
 
 #include "deepx/daemon/handler.h"
+#include "deepx/daemon/http.h"
 
 namespace deepx::daemon {
 namespace {
@@ -46,15 +48,17 @@ struct WriteReq {
 };
 
 struct Server {
-  const Config& config;
+  Config config;  // the running configuration; a SIGHUP reload replaces its reloadable keys
   Logger& log;
+  ReloadFn reload;
   uv_loop_t loop;
   uv_pipe_t listener;
-  uv_signal_t sigterm, sigint;
+  uv_signal_t sigterm, sigint, sighup;
   uv_timer_t drain_timer;
   uv_timer_t expiry_timer;  // ends detached sessions whose grace period is over
   std::unique_ptr<Executor> executor;
   std::unique_ptr<Daemon> daemon;
+  std::unique_ptr<HttpEndpoint> http;
   std::set<Conn*> conns;
   bool draining = false;
   bool listening = false;
@@ -66,7 +70,7 @@ void MaybeStop(Server* s);
 void OnClosed(uv_handle_t* h) {
   Conn* c = static_cast<Conn*>(h->data);
   Server* s = c->server;
-  s->conns.erase(c);
+  if (s->conns.erase(c)) s->daemon->metrics().ConnectionClosed();
   delete c;  // ends the session: its tensors are freed
   MaybeStop(s);
 }
@@ -116,6 +120,7 @@ void OnWrite(uv_write_t* req, int status) {
 void Flush(Conn* c) {
   std::vector<uint8_t> out = c->conn->TakeOutput();
   if (out.empty() || c->closing) return;
+  c->server->daemon->metrics().BytesOut(out.size());
   auto* w = new WriteReq{{}, std::move(out), c};
   w->req.data = w;
   uv_buf_t b = uv_buf_init(reinterpret_cast<char*>(w->data.data()), unsigned(w->data.size()));
@@ -134,6 +139,7 @@ void Flush(Conn* c) {
 void OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
   Conn* c = static_cast<Conn*>(stream->data);
   if (nread > 0) {
+    c->server->daemon->metrics().BytesIn(uint64_t(nread));
     c->conn->Feed(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(buf->base),
                                            size_t(nread)));
     Flush(c);
@@ -148,8 +154,10 @@ void OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
   }
 }
 
-void Refuse(Server* s, Conn* c, dx_status_t code, const std::string& message) {
+void Refuse(Server* s, Conn* c, const char* reason, dx_status_t code,
+            const std::string& message) {
   ++s->daemon->stats().connections_refused;
+  s->daemon->metrics().ConnectionRefused(reason);
   s->log.Log(LogLevel::kWarn, "connection refused: " + message, 0, 0,
              {{"refused_total", std::to_string(s->daemon->stats().connections_refused)}});
   // One error reply, so the client can say why; nothing of the peer is read.
@@ -180,18 +188,18 @@ void OnConnection(uv_stream_t* listener, int status) {
   socklen_t len = sizeof cred;
   if (uv_fileno(reinterpret_cast<uv_handle_t*>(&c->pipe), &fd) != 0 ||
       getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof cred) {
-    Refuse(s, c, DX_PERMISSION_DENIED, "the peer's credentials (SO_PEERCRED) are unknown");
+    Refuse(s, c, "credentials", DX_PERMISSION_DENIED, "the peer's credentials (SO_PEERCRED) are unknown");
     return;
   }
   const auto& allowed = s->config.allowed_uids;
   if (std::find(allowed.begin(), allowed.end(), uint32_t(cred.uid)) == allowed.end()) {
-    Refuse(s, c, DX_PERMISSION_DENIED,
+    Refuse(s, c, "uid", DX_PERMISSION_DENIED,
            "uid " + std::to_string(cred.uid) +
                " is not allowed to connect to this daemon (server.allowed_uids)");
     return;
   }
   if (s->conns.size() >= s->config.max_connections) {
-    Refuse(s, c, DX_RESOURCE_EXHAUSTED,
+    Refuse(s, c, "max_connections", DX_RESOURCE_EXHAUSTED,
            "the daemon has " + std::to_string(s->conns.size()) +
                " connections open, its limit (server.max_connections)");
     return;
@@ -199,6 +207,7 @@ void OnConnection(uv_stream_t* listener, int status) {
   c->conn = s->daemon->Open("uid=" + std::to_string(cred.uid) + " pid=" + std::to_string(cred.pid),
                             uint32_t(cred.uid));
   s->conns.insert(c);
+  s->daemon->metrics().ConnectionOpened();
   uv_read_start(reinterpret_cast<uv_stream_t*>(&c->pipe), OnAlloc, OnRead);
 }
 
@@ -209,8 +218,11 @@ void MaybeStop(Server* s) {
   uv_close(reinterpret_cast<uv_handle_t*>(&s->drain_timer), nullptr);
   uv_timer_stop(&s->expiry_timer);
   uv_close(reinterpret_cast<uv_handle_t*>(&s->expiry_timer), nullptr);
-  uv_close(reinterpret_cast<uv_handle_t*>(&s->sigterm), nullptr);
-  uv_close(reinterpret_cast<uv_handle_t*>(&s->sigint), nullptr);
+  // The signal handles stay open (unreferenced, so the loop ends): closing the last one would
+  // restore the default action, and a late SIGTERM would kill the process during its exit.
+  uv_unref(reinterpret_cast<uv_handle_t*>(&s->sigterm));
+  uv_unref(reinterpret_cast<uv_handle_t*>(&s->sigint));
+  uv_unref(reinterpret_cast<uv_handle_t*>(&s->sighup));
 }
 
 void OnDrainTimeout(uv_timer_t* t) {
@@ -229,8 +241,10 @@ void OnSignal(uv_signal_t* h, int signum) {
     return;
   }
   s->draining = true;
+  s->daemon->metrics().SetDraining(true);
   s->log.Log(LogLevel::kInfo, std::string("draining on ") + strsignal(signum),
              0, 0, {{"connections", std::to_string(s->conns.size())}});
+  sd_notifyf(0, "STOPPING=1\nSTATUS=draining %zu connections", s->conns.size());
   if (s->listening) {
     uv_close(reinterpret_cast<uv_handle_t*>(&s->listener), nullptr);
     ::unlink(s->config.socket_path.c_str());
@@ -241,6 +255,94 @@ void OnSignal(uv_signal_t* h, int signum) {
   for (Conn* c : all) ShutdownConn(c);
   uv_timer_start(&s->drain_timer, OnDrainTimeout, uint64_t(s->config.drain_seconds * 1000), 0);
   MaybeStop(s);
+}
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const std::string& x : v) out += (out.empty() ? "" : ", ") + x;
+  return out;
+}
+
+// SIGHUP: reads the configuration again and applies what can change while clients stay
+// connected. A configuration that does not parse or validate is refused whole: the running one
+// stays. Keys that need a restart keep their running value, with a warning naming them.
+void OnReload(uv_signal_t* h, int) {
+  Server* s = static_cast<Server*>(h->data);
+  Metrics& m = s->daemon->metrics();
+  if (s->draining) return;
+  if (!s->reload) {
+    s->log.Log(LogLevel::kWarn, "SIGHUP ignored: deepxd was started without --config, there is "
+                                "no file to read again");
+    return;
+  }
+  sd_notify(0, "RELOADING=1\nSTATUS=reloading the configuration");
+  Config next;
+  std::string error;
+  if (!s->reload(next, error)) {
+    m.Reloaded(false);
+    s->log.Log(LogLevel::kError, "reload refused, the running configuration is kept: " + error);
+    sd_notify(0, "READY=1\nSTATUS=reload refused, the running configuration is kept");
+    return;
+  }
+  if (next.allowed_uids.empty()) next.allowed_uids.push_back(uint32_t(::getuid()));
+  Config& cur = s->config;
+  std::vector<std::string> restart;  // changed keys that take effect only after a restart
+  if (next.socket_path != cur.socket_path) restart.push_back("server.socket");
+  if (next.metrics_listen != cur.metrics_listen) restart.push_back("metrics.listen");
+  if (next.require_certified != cur.require_certified)
+    restart.push_back("plugins.require_certified");
+  const wire::Limits &a = next.limits, &b = cur.limits;
+  if (a.max_header_bytes != b.max_header_bytes || a.max_bulk_frame_bytes != b.max_bulk_frame_bytes ||
+      a.max_bulk_bytes != b.max_bulk_bytes || a.max_depth != b.max_depth ||
+      a.max_tables != b.max_tables || a.max_string_bytes != b.max_string_bytes ||
+      a.max_rank != b.max_rank || a.max_tensors_per_op != b.max_tensors_per_op ||
+      a.max_attrs != b.max_attrs || a.max_attr_elements != b.max_attr_elements ||
+      a.max_program_ops != b.max_program_ops || a.max_list_entries != b.max_list_entries)
+    restart.push_back("limits");
+  // Plugins: a newly listed one is loaded; a removed one stays loaded until a restart (its
+  // tensors and the handles to them stay valid).
+  std::vector<std::string> added, removed, failed;
+  for (const std::string& p : next.plugins)
+    if (std::find(cur.plugins.begin(), cur.plugins.end(), p) == cur.plugins.end()) added.push_back(p);
+  for (const std::string& p : cur.plugins)
+    if (std::find(next.plugins.begin(), next.plugins.end(), p) == next.plugins.end())
+      removed.push_back(p);
+  for (const std::string& p : added) {
+    wire::Status st = s->executor->LoadPlugin(p);
+    if (st.ok()) {
+      cur.plugins.push_back(p);
+      s->log.Log(LogLevel::kInfo, "plugin loaded on reload", 0, 0, {{"plugin", p}});
+    } else {
+      failed.push_back(p);
+      s->log.Log(LogLevel::kError, "reload: " + st.message, 0, 0,
+                 {{"plugin", p}, {"status", wire::StatusName(st.code)}});
+    }
+  }
+  if (!removed.empty())
+    s->log.Log(LogLevel::kWarn,
+               "reload: plugins no longer listed stay loaded until deepxd restarts (sessions may "
+               "hold their tensors)",
+               0, 0, {{"plugins", Join(removed)}});
+  if (!restart.empty())
+    s->log.Log(LogLevel::kWarn, "reload: these keys changed but take effect only after a restart; "
+                                "the running values are kept",
+               0, 0, {{"keys", Join(restart)}});
+  cur.allowed_uids = next.allowed_uids;
+  cur.drain_seconds = next.drain_seconds;
+  cur.resume_seconds = next.resume_seconds;
+  cur.max_connections = next.max_connections;
+  cur.quotas = next.quotas;
+  cur.log_level = next.log_level;
+  m.Reloaded(failed.empty());
+  // Written before the new log level applies, so that a reload to "warn" is still recorded.
+  s->log.Log(LogLevel::kInfo, "configuration reloaded", 0, 0,
+             {{"plugins", std::to_string(s->executor->plugins().size())},
+              {"allowed_uids", std::to_string(cur.allowed_uids.size())},
+              {"max_tensor_bytes", std::to_string(cur.quotas.max_tensor_bytes)},
+              {"max_tensors", std::to_string(cur.quotas.max_tensors)},
+              {"max_inflight", std::to_string(cur.quotas.max_inflight)}});
+  s->daemon->Reconfigure(cur);
+  sd_notify(0, "READY=1\nSTATUS=configuration reloaded");
 }
 
 // Removes a stale socket file left by a daemon that died; refuses to touch a live one or
@@ -280,8 +382,13 @@ bool PrepareSocketPath(const std::string& path, std::string& error) {
 
 }  // namespace
 
-int RunServer(const Config& config, Logger& log) {
-  Server s{config, log, {}, {}, {}, {}, {}, {}, nullptr, nullptr, {}, false, false, false};
+int RunServer(const Config& config, Logger& log, ReloadFn reload) {
+  // Never freed: its loop keeps the signal handles open to the end (MaybeStop); the static
+  // pointer keeps it reachable for leak checkers.
+  static Server* server = nullptr;
+  server = new Server{config, log, std::move(reload), {}, {}, {}, {}, {}, {}, {},
+                      nullptr, nullptr, nullptr, {}, false, false, false};
+  Server& s = *server;
   wire::Status st;
   s.executor = Executor::Create(config.plugins, config.require_certified, log, st);
   if (!s.executor) {
@@ -290,6 +397,24 @@ int RunServer(const Config& config, Logger& log) {
     return 1;
   }
   s.daemon = std::make_unique<Daemon>(config, *s.executor, log);
+  Metrics& metrics = s.daemon->metrics();
+  metrics.SetBuildInfo(DEEPXD_VERSION, std::to_string(wire::kProtocolMajor) + "." +
+                                           std::to_string(wire::kProtocolMinor));
+  if (!config.metrics_listen.empty()) {
+    LoopbackAddress address;
+    std::string why;
+    if (!ParseLoopbackAddress(config.metrics_listen, address, why) ||
+        !(s.http = HttpEndpoint::Start(address, metrics, why))) {
+      log.Log(LogLevel::kError, "cannot start: " + why);
+      return 1;
+    }
+    std::string where = (address.ipv6 ? "[" + address.host + "]" : address.host) + ":" +
+                        std::to_string(s.http->port());
+    log.Log(LogLevel::kInfo, "metrics listening", 0, 0,
+            {{"address", where}, {"paths", "/metrics /healthz /readyz"}});
+    std::printf("deepxd: metrics on http://%s/metrics\n", where.c_str());
+    std::fflush(stdout);
+  }
 
   std::string error;
   if (!PrepareSocketPath(config.socket_path, error)) {
@@ -326,14 +451,24 @@ int RunServer(const Config& config, Logger& log) {
   s.listening = true;
   uv_signal_init(&s.loop, &s.sigterm);
   uv_signal_init(&s.loop, &s.sigint);
+  uv_signal_init(&s.loop, &s.sighup);
   uv_timer_init(&s.loop, &s.drain_timer);
   uv_timer_init(&s.loop, &s.expiry_timer);
-  s.sigterm.data = s.sigint.data = s.drain_timer.data = s.expiry_timer.data = &s;
+  s.sigterm.data = s.sigint.data = s.sighup.data = s.drain_timer.data = s.expiry_timer.data = &s;
+  // Every second: end the sessions not resumed in time, and beat for /healthz.
   uv_timer_start(
-      &s.expiry_timer, [](uv_timer_t* t) { static_cast<Server*>(t->data)->daemon->ExpireDetached(); },
+      &s.expiry_timer,
+      [](uv_timer_t* t) {
+        Daemon& d = *static_cast<Server*>(t->data)->daemon;
+        d.ExpireDetached();
+        d.metrics().Heartbeat();
+      },
       1000, 1000);
   uv_signal_start(&s.sigterm, OnSignal, SIGTERM);
   uv_signal_start(&s.sigint, OnSignal, SIGINT);
+  uv_signal_start(&s.sighup, OnReload, SIGHUP);
+  metrics.Heartbeat();
+  metrics.SetReady(true);
 
   log.Log(LogLevel::kInfo, "ready", 0, 0,
           {{"socket", config.socket_path},
@@ -343,9 +478,14 @@ int RunServer(const Config& config, Logger& log) {
                             std::to_string(wire::kProtocolMinor)}});
   std::printf("deepxd: ready on %s\n", config.socket_path.c_str());
   std::fflush(stdout);
+  // Under systemd's Type=notify: the socket accepts now (no-op without NOTIFY_SOCKET).
+  sd_notifyf(0, "READY=1\nSTATUS=serving on %s", config.socket_path.c_str());
 
   uv_run(&s.loop, UV_RUN_DEFAULT);
-  uv_loop_close(&s.loop);
+  s.http.reset();
+  // The signal handles are left open, so the loop is not closed: the process exits next, and
+  // any thread (the plugins' too) that takes a late signal runs libuv's handler, which only
+  // records it.
   const DaemonStats& ds = s.daemon->stats();
   log.Log(LogLevel::kInfo, "stopped", 0, 0,
           {{"sessions", std::to_string(ds.sessions_opened)},
@@ -353,6 +493,9 @@ int RunServer(const Config& config, Logger& log) {
            {"tasks_failed", std::to_string(ds.tasks_failed)},
            {"protocol_errors", std::to_string(ds.protocol_errors)},
            {"connections_refused", std::to_string(ds.connections_refused)}});
+  // Plugins, tensors and the runtime are released now, before the exit.
+  s.daemon.reset();
+  s.executor.reset();
   return 0;
 }
 

@@ -45,7 +45,22 @@ struct Config {
   Quotas quotas;
   /// [log] level: "error", "warn", "info" or "debug".
   LogLevel log_level = LogLevel::kInfo;
+  /// [metrics] listen: "HOST:PORT" of the HTTP endpoint serving /metrics, /healthz and /readyz
+  /// (loopback addresses only: 127.0.0.0/8, [::1], localhost; port 0 picks a free port);
+  /// empty: no endpoint.
+  std::string metrics_listen;
 };
+
+/// A loopback listening address parsed from "HOST:PORT" (metrics.listen).
+struct LoopbackAddress {
+  std::string host;  ///< the numeric address: "127.0.0.1", "::1"
+  uint16_t port = 0;
+  bool ipv6 = false;
+};
+
+/// Parses |text| as "IPV4:PORT", "[IPV6]:PORT" or "localhost:PORT" and accepts it only when
+/// the address is a loopback one. False with |error| saying why otherwise.
+bool ParseLoopbackAddress(const std::string& text, LoopbackAddress& out, std::string& error);
 
 /// Parses |text| (TOML) into |out| (which holds the defaults to start from). |origin| names the
 /// source in messages. Returns false with |error| set on a syntax error, an unknown key (named),

@@ -21,6 +21,7 @@
 
 #include "deepx/daemon/config.h"
 #include "deepx/daemon/log.h"
+#include "deepx/daemon/metrics.h"
 
 namespace deepx::daemon {
 
@@ -40,7 +41,10 @@ class Executor {
 
   /// The runtime; owned by the executor.
   dx_runtime_t* runtime() const { return runtime_; }
-  /// The catalogue, read once at start (the plugin list does not change while deepxd runs).
+  /// Loads one more plugin into the running runtime (a SIGHUP reload that lists a new one) and
+  /// reads the catalogue again; the devices, ops and plugins loaded before keep their indices.
+  wire::Status LoadPlugin(const std::string& plugin);
+  /// The catalogue, read at start and again after LoadPlugin.
   const std::vector<wire::PluginEntry>& plugins() const { return plugins_; }
   const std::vector<wire::DeviceEntry>& devices() const { return devices_; }
   const std::vector<std::string>& ops() const { return ops_; }
@@ -98,6 +102,12 @@ class Daemon {
   const Config& config() const { return config_; }
   Logger& log() { return log_; }
   DaemonStats& stats() { return stats_; }
+  /// The Prometheus metrics (metrics.h); safe to render from another thread.
+  Metrics& metrics() { return metrics_; }
+  /// Replaces what a configuration reload may change while clients stay connected: the
+  /// quotas, the log level and server.resume_seconds (SIGHUP, docs/operations.md). Other keys
+  /// are ignored here.
+  void Reconfigure(const Config& config);
   /// Live tensor handles over all sessions plus shared names (for tests and the drain log).
   size_t live_tensors() const;
   /// Tensors shared under a name (TensorName), which outlive the session that named them.
@@ -125,6 +135,7 @@ class Daemon {
     uint64_t owner = 0;  // session id; 0: free
     dx_tensor_t* tensor = nullptr;
     uint64_t bytes = 0;  // bytes charged to the owner's quota
+    int32_t device = -1;  // the tensor's device index (for the memory metrics), -1: unknown
   };
   uint64_t AddSlot(uint64_t owner, dx_tensor_t* tensor, uint64_t bytes);
   // Finds |handle| for session |owner|: DX_INVALID_ARGUMENT (0), DX_NOT_FOUND (unknown or
@@ -136,6 +147,7 @@ class Daemon {
   Executor& executor_;
   Logger& log_;
   DaemonStats stats_;
+  Metrics metrics_;
   uint64_t next_session_ = 1;
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_slots_;
@@ -177,7 +189,10 @@ class Connection {
   void Reply(std::span<const uint8_t> header, std::span<const uint8_t> bulk = {});
   void ReplyError(uint64_t task, const wire::Status& status);
   void ReplyOk(const std::vector<uint8_t>& header);
-  void Count(bool ok);
+  // Counts a reply of status |code| to the current request (cur_*) in the stats and metrics.
+  void Count(dx_status_t code);
+  // Sets the current request: its type, op (Invoke) and start time, for Count.
+  void Begin(const wire::Message& message);
 
   // The request handlers; each returns the reply header (and bulk, for TensorRead).
   wire::Status DoHello(uint64_t task, const wire::fb::Hello& req, std::vector<uint8_t>& reply);
@@ -212,6 +227,9 @@ class Connection {
   bool running_ = false;
   std::vector<uint8_t> out_;
   bool closing_ = false;
+  const char* cur_request_ = "";
+  std::string cur_op_;
+  std::chrono::steady_clock::time_point cur_start_{};
 };
 
 }  // namespace deepx::daemon

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <atomic>
 #include <cstdio>
 #include <mutex>
 #include <string>
@@ -24,10 +25,12 @@ class Logger {
   /// Writes one record. |session| / |task|: 0 leaves the field out.
   void Log(LogLevel level, std::string_view message, uint64_t session = 0, uint64_t task = 0,
            const Fields& fields = {});
-  bool enabled(LogLevel level) const { return out_ && level <= level_; }
+  bool enabled(LogLevel level) const { return out_ && level <= level_.load(); }
+  /// Changes the level (a SIGHUP reload); safe from any thread.
+  void set_level(LogLevel level) { level_.store(level); }
 
  private:
-  LogLevel level_;
+  std::atomic<LogLevel> level_;
   FILE* out_;
   std::mutex mu_;
 };
