@@ -12,6 +12,7 @@ packages=(
   libcli11-dev                      # command-line parsing of deepx and deepx-certify
   libuv1-dev libtomlplusplus-dev    # deepxd: the event loop, its TOML configuration
   libmicrohttpd-dev libsystemd-dev systemd  # deepxd: metrics/health HTTP, sd_notify, systemd-analyze verify
+  prometheus                        # promtool check metrics on deepxd's /metrics (daemon tests)
   python3-pytest python3-numpy python3-torch  # the Python binding and its tests (DLPack with numpy, torch)
   golang-go                         # the Go binding (cgo), go test -race
   default-jdk-headless libjna-java junit5  # the Java binding (JNA) and its JUnit 5 tests
