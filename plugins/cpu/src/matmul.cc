@@ -8,10 +8,15 @@
 // operand is packed into a compact buffer first. f16/bf16 are widened to f32, multiplied in f32
 // and rounded once. i8 x i8 -> i32 uses plain loops with wrapping i32 accumulation.
 //
-// The GEMMs are always called outside OpenMP regions, so their own threading is used as is.
+// The GEMMs are always called outside OpenMP regions, so their own threading is used as is;
+// f32 batches whose products our AVX-512 kernel computes (the same bits on any thread count)
+// are instead split over fork-join threads, one single-threaded GEMM per batch
+// (batches_in_parallel): a 32 x 256^3 batch no longer starts and joins threads 32 times.
 #include <omp.h>
 
 #include <climits>
+#include <exception>
+#include <mutex>
 #include <vector>
 
 #include "dense.h"
@@ -126,6 +131,41 @@ void gemm_blas(Matrix<const S> a, Matrix<const S> b, Matrix<S> c, GemmScratch<F>
   gemm_call(la.transposed, lb.transposed, m, n, k, pa, la.ld, pb, lb.ld, scratch.c.data(), n);
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) c.at(i, j) = Num<S>::store(scratch.c[i * n + j]);
+  }
+}
+
+/// The bytes [first, last) that view `v` of `size`-byte elements can touch.
+std::pair<const char*, const char*> byte_range(const View& v, int64_t size) {
+  int64_t lo = 0, hi = 0;
+  for (int d = 0; d < v.rank; ++d) {
+    const int64_t reach = (v.shape[d] - 1) * v.strides[d];
+    (reach < 0 ? lo : hi) += reach;
+  }
+  return {v.base + lo * size, v.base + (hi + 1) * size};
+}
+
+/// Whether a forward matmul of `count` batches runs them in parallel, one single-threaded GEMM
+/// per batch: f32 products that our kernel computes (sgemm_runs_kernel: the same bits on any
+/// thread count), at least two batches per thread or an even split (an odd count of large
+/// products is better split inside each GEMM), a compact output (batches never share an
+/// element) that overlaps no input.
+template <class F>
+bool batches_in_parallel(int64_t count, int64_t m, int64_t n, int64_t k, const View& out,
+                         const View& a, const View& b) {
+  if constexpr (!std::is_same_v<F, float>) {
+    return false;
+  } else {
+    const int64_t threads = available_threads();
+    if (threads < 2 || count < 2 || !sgemm_runs_kernel(m, n, k)) return false;
+    if (count % threads != 0 && count < 2 * threads) return false;
+    if (!out.compact()) return false;
+    const int64_t size = static_cast<int64_t>(out.dtype.bits / 8);
+    const auto o = byte_range(out, size);
+    for (const View* in : {&a, &b}) {
+      const auto r = byte_range(*in, static_cast<int64_t>(in->dtype.bits / 8));
+      if (r.first < o.second && o.first < r.second) return false;
+    }
+    return true;
   }
 }
 
@@ -260,6 +300,34 @@ dx_error_t* matmul_kernel(const dx_kernel_call_t* call) noexcept {
       run_range(batches, 0, batches.count(), row);
     } else {
       using F = std::conditional_t<std::is_same_v<S, double>, double, float>;
+      const int64_t count = batches.count();
+      if (batches_in_parallel<F>(count, m, n, k, out, a, b)) {
+        // Independent f32 products through our kernel (thread-count independent bits): the
+        // batches are split over the threads, one single-threaded GEMM each, instead of every
+        // GEMM starting and joining its own threads.
+        // fork_join bodies must not throw: the first failure (bad_alloc) is rethrown here.
+        std::mutex failure_mutex;
+        std::exception_ptr failure;
+        fork_join(count, kForkJoinThreshold, [&](int64_t begin, int64_t end) {
+          try {
+            SgemmSingleThreaded single;
+            GemmScratch<F> scratch;
+            auto row = [&](int64_t rows, const int64_t* off, const int64_t* st) {
+              for (int64_t j = 0; j < rows; ++j) {
+                gemm_blas<F, S>({pa + off[1] + j * st[1], m, k, a_rs, a_cs},
+                                {pb + off[2] + j * st[2], k, n, b_rs, b_cs},
+                                {pc + off[0] + j * st[0], m, n, c_rs, c_cs}, scratch);
+              }
+            };
+            run_range(batches, begin, end, row);
+          } catch (...) {
+            const std::lock_guard<std::mutex> lock(failure_mutex);
+            if (!failure) failure = std::current_exception();
+          }
+        });
+        if (failure) std::rethrow_exception(failure);
+        return;
+      }
       GemmScratch<F> scratch;
       auto row = [&](int64_t count, const int64_t* off, const int64_t* st) {
         for (int64_t j = 0; j < count; ++j) {
@@ -268,7 +336,7 @@ dx_error_t* matmul_kernel(const dx_kernel_call_t* call) noexcept {
                           {pc + off[0] + j * st[0], m, n, c_rs, c_cs}, scratch);
         }
       };
-      run_range(batches, 0, batches.count(), row);
+      run_range(batches, 0, count, row);
     }
   });
 }

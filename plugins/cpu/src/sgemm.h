@@ -37,6 +37,23 @@ void sgemm_with(SgemmPath path, int threads, bool ta, bool tb, int64_t m, int64_
 /// True when this instruction-set variant was compiled with our AVX-512 kernel.
 bool sgemm_kernel_available();
 
+/// True when sgemm() of this shape runs our kernel: then its result does not depend on the
+/// thread count, and several threads may call it at once (each with its own C).
+bool sgemm_runs_kernel(int64_t m, int64_t n, int64_t k);
+
+/// While one is alive, sgemm() on the constructing thread uses that thread alone (for callers
+/// that already run independent products on several threads, e.g. batches of a matmul).
+class SgemmSingleThreaded {
+ public:
+  SgemmSingleThreaded();
+  ~SgemmSingleThreaded();
+  SgemmSingleThreaded(const SgemmSingleThreaded&) = delete;
+  SgemmSingleThreaded& operator=(const SgemmSingleThreaded&) = delete;
+
+ private:
+  int saved_;
+};
+
 /// The f64 product through OpenBLAS's cblas_dgemm, with sgemm()'s contract for empty products
 /// (m = 0 or n = 0: nothing; k = 0: C = beta C, 0 when beta = 0).
 void dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,

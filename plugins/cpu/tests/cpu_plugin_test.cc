@@ -1286,6 +1286,14 @@ TEST_F(CpuPlugin, MatmulLargeAndIntegerWrap) {
   check_matmul(kF32, mk(kF32, {100, 90}, 1), mk(kF32, {90, 110}, 2), false, false);
   check_matmul(kF32, mk(kF32, {90, 100}, 1), mk(kF32, {110, 90}, 2), true, true);
   check_matmul(kF64, mk(kF64, {3, 40, 30}, 1), mk(kF64, {30, 50}, 2), false, false);
+  // Batches split over the threads (products big enough for the AVX-512 kernel): broadcast,
+  // transposed, an odd count, f16/bf16 through f32.
+  for (DLDataType t : {kF32, kF16, kBF16}) {
+    SCOPED_TRACE(name_of(t));
+    check_matmul(t, mk(t, {4, 40, 50}, 1), mk(t, {50, 60}, 2), false, false);
+    check_matmul(t, mk(t, {3, 2, 50, 40}, 3), mk(t, {2, 33, 50}, 4), true, true);
+    check_matmul(t, mk(t, {5, 40, 50}, 1), mk(t, {5, 50, 60}, 2), false, false);
+  }
 
   Tensor a = make(kI8, {40, 300}), b = make(kI8, {300, 60});
   for (int64_t i = 0; i < a.count(); ++i) a.set_raw<int8_t>(i, static_cast<int8_t>((i * 31) % 256 - 128));

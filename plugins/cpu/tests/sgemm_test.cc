@@ -211,7 +211,9 @@ TEST(Sgemm, KernelResultDoesNotDependOnThreadCount) {
   if (!cpu_has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
   uint32_t seed = 200;
   for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{257, 500, 700},
-                         {1000, 100, 800}, {64, 3136, 576}, {33, 65, 1025}}) {
+                         {1000, 100, 800}, {64, 3136, 576}, {33, 65, 1025},
+                         // n split at 16-column steps: parts ending in 16/32-wide panels
+                         {64, 80, 300}, {48, 272, 130}, {40, 112, 96}}) {
     for (int t = 0; t < 4; ++t) {
       const Case cs((t & 1) != 0, (t & 2) != 0, m, n, k, 0, 1.0f, 0.0f, seed++);
       const std::vector<float> one = run_and_check(&v4_sgemm, SgemmPath::kKernel, 1, cs);
