@@ -3,7 +3,8 @@
 # checks their names, contents and dependencies, extracts them with `dpkg-deb -x` into a scratch
 # root (nothing is installed on the machine), and runs a smoke test there: the extracted deepx
 # lists and certifies (one op) the extracted CPU plugin, a C client builds with the extracted
-# deepx.pc, and examples/minimal-plugin builds out of tree against the extracted libdeepx-dev.
+# deepx.pc, examples/minimal-plugin builds out of tree against the extracted libdeepx-dev, and
+# the extracted deepxd (deepx-daemon) checks its shipped configuration.
 #
 # usage: test_deb_packages.sh <deepx build dir> <deepx source dir> <scratch dir>
 #                             <cpack> <cmake> <generator> <C compiler>
@@ -160,5 +161,29 @@ fi
 step "examples/minimal-plugin out of tree against the extracted libdeepx-dev"
 bash "$source_dir/examples/test_minimal_plugin.sh" "--prefix=$usr" \
   "$source_dir/examples/minimal-plugin" "$scratch/minimal-plugin" "$cmake" "$generator" "$c_compiler"
+
+step "deepx-daemon: deepxd, its unit and its configuration"
+if [[ -x "$build_dir/bin/deepxd" ]]; then
+  daemon_deb=$(deb_of deepx-daemon)
+  printf 'deepx-daemon: %s\n' "$(depends "$daemon_deb")"
+  [[ "$(depends "$daemon_deb")" == *"deepx-runtime (= $version)"* ]] || fail "deepx-daemon does not depend on deepx-runtime (= $version)"
+  [[ "$(depends "$daemon_deb")" == *libuv1* ]] || fail "deepx-daemon does not depend on libuv1 (dpkg-shlibdeps)"
+  [[ "$(depends "$daemon_deb")" == *libmicrohttpd* ]] || fail "deepx-daemon does not depend on libmicrohttpd (dpkg-shlibdeps)"
+  [[ "$(depends "$daemon_deb")" == *adduser* ]] || fail "deepx-daemon does not depend on adduser (its postinst)"
+  has "$daemon_deb" /usr/bin/deepxd
+  has "$daemon_deb" /usr/lib/systemd/system/deepxd.service
+  has "$daemon_deb" /usr/share/deepx-daemon/deepxd.toml
+  lacks "$runtime_deb" deepxd
+  dpkg-deb -I "$daemon_deb" postinst >"$scratch/postinst" || fail "deepx-daemon has no postinst"
+  grep -q 'adduser --system' "$scratch/postinst" || fail "the postinst of deepx-daemon creates no user"
+  grep -qx 'ExecStart=/usr/bin/deepxd --config /etc/deepx/deepxd.toml' \
+    "$scratch/root/usr/lib/systemd/system/deepxd.service" || fail "the unit does not start /usr/bin/deepxd"
+  # The extracted deepxd checks the shipped configuration, its plugin path moved into the root.
+  sed "s|/usr/lib/deepx/plugins/|$plugins/|" "$scratch/root/usr/share/deepx-daemon/deepxd.toml" \
+    >"$scratch/deepxd.toml"
+  "$usr/bin/deepxd" --check-config "$scratch/deepxd.toml" || fail "the shipped deepxd.toml does not pass --check-config"
+else
+  echo "deepxd is not built: no deepx-daemon package to check"
+fi
 
 step "PASS: the Debian packages extract, load, certify and build a plugin"
