@@ -130,7 +130,10 @@ DX_EXPORT dx_error_t* dx_runtime_destroy(dx_runtime_t* runtime) {
                             "loaded until they are destroyed";
       LogTo(rt->core.get(), DX_LOG_WARN, "host", message);
     }
-    // The Core (and each plugin's shutdown) goes when its last tensor or storage releases it.
+    // Tasks first, while the handle still resolves: the queued ones are cancelled and the running
+    // one finishes (its kernel resolves this runtime). Then the handle goes; the Core (and each
+    // plugin's shutdown) goes when its last tensor or storage releases it.
+    rt->StopExecutor();
     return Retire<Runtime>(runtime, "dx_runtime_destroy", "runtime");
   });
 }

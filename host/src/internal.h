@@ -285,6 +285,9 @@ struct Runtime {
   std::shared_ptr<RemoteConnection> remote;
   std::mutex executor_mutex;
   std::shared_ptr<Executor> executor;
+  // Cancels the queued tasks and waits for the running one (task.cc); dx_runtime_destroy calls
+  // it while the handle still resolves, so the running task can finish; idempotent.
+  void StopExecutor();
   ~Runtime();
 };
 

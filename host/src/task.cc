@@ -193,7 +193,7 @@ void Executor::Loop() {
   }
 }
 
-Runtime::~Runtime() {
+void Runtime::StopExecutor() {
   std::shared_ptr<Executor> e;
   {
     std::lock_guard<std::mutex> lock(executor_mutex);
@@ -201,6 +201,8 @@ Runtime::~Runtime() {
   }
   if (e) e->Shutdown();
 }
+
+Runtime::~Runtime() { StopExecutor(); }
 
 }  // namespace deepx::host
 
