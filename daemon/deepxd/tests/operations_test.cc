@@ -312,6 +312,23 @@ TEST_F(Operations, MetricsListenMustBeLoopback) {
   EXPECT_NE(out.find("not a loopback address"), std::string::npos) << out;
 }
 
+TEST_F(Operations, MetricsPortInUseStopsTheStart) {
+  StartWith(Config("[metrics]\nlisten = \"127.0.0.1:0\"\n"));
+  uint16_t port = MetricsPort(daemon_);
+  ASSERT_NE(port, 0);
+  const std::string dir = daemon_.dir();
+  std::ofstream(dir + "/second.toml")
+      << Config("[metrics]\nlisten = \"127.0.0.1:" + std::to_string(port) + "\"\n");
+  std::string out;
+  EXPECT_EQ(DaemonProcess::RunToCompletion(
+                kDeepxd, {"--config", dir + "/second.toml", "--socket", dir + "/second"}, &out),
+            1);
+  EXPECT_NE(out.find("cannot listen on 127.0.0.1:" + std::to_string(port)), std::string::npos)
+      << out;
+  // The first daemon is untouched.
+  EXPECT_EQ(Http(port, "GET", "/healthz").status, 200);
+}
+
 // ---- systemd: the notification protocol ---------------------------------------------------
 
 // A datagram socket standing in for systemd's NOTIFY_SOCKET.
