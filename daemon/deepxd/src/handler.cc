@@ -352,6 +352,7 @@ void Connection::Reply(std::span<const uint8_t> header, std::span<const uint8_t>
 void Connection::Begin(const wire::Message& m) {
   const fb::Request* r = m.request();
   cur_request_ = fb::EnumNameRequestBody(r->body_type());
+  cur_task_ = m.task_id;
   cur_op_.clear();
   if (r->body_type() == fb::RequestBody::Invoke) {
     // Only ops the daemon serves become label values: a client cannot grow the metrics.
@@ -847,7 +848,7 @@ Status Connection::DoTensorName(const fb::TensorName& req) {
   s = Duplicate(slot->tensor, &shared);
   if (!s.ok()) return s;
   daemon_.names_.emplace(name, shared);
-  daemon_.log().Log(LogLevel::kInfo, "tensor named", session_, 0, {{"name", name}});
+  daemon_.log().Log(LogLevel::kInfo, "tensor named", session_, cur_task_, {{"name", name}});
   return Status::Ok();
 }
 

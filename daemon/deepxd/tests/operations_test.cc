@@ -207,6 +207,33 @@ TEST_F(Operations, MetricsCountTasksBytesMemoryAndSessions) {
   EXPECT_EQ(Sample(m.body, "deepxd_tensor_bytes{device=\"cpu\",kind=\"host\"}"), 192);
 }
 
+TEST_F(Operations, TaskIdInErrorReplyLogAndCounts) {
+  StartWith(Config("[metrics]\nlisten = \"127.0.0.1:0\"\n"));
+  uint16_t port = MetricsPort(daemon_);
+  auto c = Connected();
+  uint64_t a = Tensor(*c, {2});
+  auto r = c->Call(wire::request::Invoke(4242, {"no.such.op", {a}, {a}, {}, "", false}));
+  ASSERT_TRUE(r) << c->error();
+  EXPECT_EQ(r->status, DX_NOT_FOUND);
+  EXPECT_EQ(r->task_id, 4242u);  // the client's id, in its error reply
+  ASSERT_TRUE(c->Call(wire::request::TensorName(4243, a, "shared-a")));
+  // The log's records about those tasks carry the same id.
+  ASSERT_TRUE(WaitLog("\"task\":4243")) << daemon_.log();
+  std::string log = daemon_.log();
+  size_t at = log.find("\"task\":4242");
+  ASSERT_NE(at, std::string::npos) << log;
+  size_t line = log.rfind('\n', at) + 1;
+  std::string record = log.substr(line, log.find('\n', at) - line);
+  EXPECT_NE(record.find("DX_NOT_FOUND"), std::string::npos) << record;
+  EXPECT_NE(record.find("no.such.op"), std::string::npos) << record;
+  // The metrics count it by request, op and status (never by task id: unbounded labels).
+  HttpReply m = Http(port, "GET", "/metrics");
+  EXPECT_EQ(
+      Sample(m.body, "deepxd_tasks_total{request=\"Invoke\",op=\"(unknown)\",status=\"DX_NOT_FOUND\"}"),
+      1);
+  EXPECT_EQ(m.body.find("4242"), std::string::npos);
+}
+
 TEST_F(Operations, MetricsPassPromtool) {
   if (::access("/usr/bin/promtool", X_OK) != 0)
     GTEST_SKIP() << "promtool not installed (Debian package prometheus)";

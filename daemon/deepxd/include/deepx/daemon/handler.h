@@ -228,6 +228,7 @@ class Connection {
   std::vector<uint8_t> out_;
   bool closing_ = false;
   const char* cur_request_ = "";
+  uint64_t cur_task_ = 0;  // the client's task id of the current request, for the logs
   std::string cur_op_;
   std::chrono::steady_clock::time_point cur_start_{};
 };
