@@ -77,3 +77,35 @@ dx_error_t* deepxgo_invoke_small(uintptr_t rt, dx_op_id_t op, uintptr_t i0, uint
   return dx_invoke((dx_runtime_t*)rt, op, inputs, num_inputs, outputs, num_outputs,
                    (const dx_attrs_t*)attrs);
 }
+
+dx_error_t* deepxgo_invoke_async(uintptr_t rt, dx_op_id_t op, const uintptr_t* inputs,
+                                 int32_t num_inputs, const uintptr_t* outputs,
+                                 int32_t num_outputs, uintptr_t attrs, dx_task_t** out_task) {
+  return dx_invoke_async((dx_runtime_t*)rt, op, (dx_tensor_t* const*)inputs, num_inputs,
+                         (dx_tensor_t* const*)outputs, num_outputs, (const dx_attrs_t*)attrs,
+                         NULL, out_task);
+}
+
+dx_error_t* deepxgo_program_add(uintptr_t program, dx_op_id_t op, const uintptr_t* inputs,
+                                int32_t num_inputs, const uintptr_t* outputs, int32_t num_outputs,
+                                uintptr_t attrs) {
+  return dx_program_add_invoke((dx_program_t*)program, op, (dx_tensor_t* const*)inputs,
+                               num_inputs, (dx_tensor_t* const*)outputs, num_outputs,
+                               (const dx_attrs_t*)attrs, NULL);
+}
+
+dx_error_t* deepxgo_task_wait(uintptr_t task, int32_t timeout_ms, int32_t* done) {
+  dx_error_t* e = dx_task_wait((dx_task_t*)task, timeout_ms);
+  *done = 1;
+  if (e != NULL && dx_error_code(e) == DX_TIMEOUT) {
+    dx_error_t* p = dx_task_poll((dx_task_t*)task, done);
+    if (p != NULL) {
+      dx_error_destroy(p);
+      *done = 1;
+    } else if (!*done) {
+      dx_error_destroy(e);
+      return NULL;
+    }
+  }
+  return e;
+}

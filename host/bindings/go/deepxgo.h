@@ -27,4 +27,16 @@ dx_error_t* deepxgo_invoke_small(uintptr_t rt, dx_op_id_t op, uintptr_t i0, uint
                                  uintptr_t i2, uintptr_t i3, int32_t num_inputs, uintptr_t o0,
                                  uintptr_t o1, int32_t num_outputs, uintptr_t attrs);
 
+// dx_invoke_async() and dx_program_add_invoke() with the handle arrays given as integers in C
+// memory (the host copies the arrays; the tensors are borrowed until the task is done).
+dx_error_t* deepxgo_invoke_async(uintptr_t rt, dx_op_id_t op, const uintptr_t* inputs,
+                                 int32_t num_inputs, const uintptr_t* outputs,
+                                 int32_t num_outputs, uintptr_t attrs, dx_task_t** out_task);
+dx_error_t* deepxgo_program_add(uintptr_t program, dx_op_id_t op, const uintptr_t* inputs,
+                                int32_t num_inputs, const uintptr_t* outputs, int32_t num_outputs,
+                                uintptr_t attrs);
+// dx_task_wait() that also says whether the task is done (a DX_TIMEOUT that is the task's own
+// outcome, from a remote request, is told apart from "not done yet" with dx_task_poll()).
+dx_error_t* deepxgo_task_wait(uintptr_t task, int32_t timeout_ms, int32_t* done);
+
 #endif  // DEEPX_GO_DEEPXGO_H_

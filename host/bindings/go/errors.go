@@ -66,6 +66,8 @@ type Error struct {
 	Status  Status
 	Call    string // the method of this package, e.g. "Runtime.Invoke"
 	Message string
+
+	cause error // the context's error, for a call a context ended (InvokeContext, Program.Submit)
 }
 
 func (e *Error) Error() string {
@@ -83,6 +85,10 @@ func (e *Error) Is(target error) bool {
 	}
 	return false
 }
+
+// Unwrap gives the context's error (context.Canceled or context.DeadlineExceeded) of a call
+// that its context ended, so that errors.Is(err, context.Canceled) holds; nil otherwise.
+func (e *Error) Unwrap() error { return e.cause }
 
 // takeError turns a dx_error_t* returned by a deepx call into an error and frees it; null
 // is nil. An error is not tied to a thread (docs/error-model.md), so it does not matter that

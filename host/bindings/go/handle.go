@@ -59,18 +59,18 @@ func (g *guard) close() bool {
 
 func (g *guard) closed() bool { return g.state.Load()&closedBit != 0 }
 
-// liveHandles counts the Runtime, Tensor and Attrs values made and not yet closed.
+// liveHandles counts the Runtime, Tensor, Attrs and Program values made and not yet closed.
 var liveHandles atomic.Int64
 
-// LiveHandles returns how many Runtime, Tensor and Attrs values of this process are open:
-// made and neither closed nor reclaimed by the garbage collector. A program that closes what it
-// makes returns to the same number; the tests use it as a leak check.
+// LiveHandles returns how many Runtime, Tensor, Attrs and Program values of this process are
+// open: made and neither closed nor reclaimed by the garbage collector. A program that closes
+// what it makes returns to the same number; the tests use it as a leak check.
 func LiveHandles() int64 { return liveHandles.Load() }
 
 var leakLogger atomic.Value // func(string)
 
 // SetLeakLogger replaces where leak reports go (the standard logger by default). A leak report
-// is written when the garbage collector finds a Runtime, Tensor or Attrs that was never
+// is written when the garbage collector finds a Runtime, Tensor, Attrs or Program that was never
 // closed; the finalizer then releases the handle. Pass nil to restore the default.
 func SetLeakLogger(fn func(message string)) {
 	if fn == nil {
