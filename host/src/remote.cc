@@ -272,7 +272,11 @@ struct RemoteConnection::Impl {
       }
       if (ready <= 0) continue;
       if (buffer.empty()) buffer.resize(256u << 10);
-      ssize_t n = ::recv(fd, buffer.data(), buffer.size(), 0);
+      // Inside a large bulk frame: receive straight into the reply's bulk buffer.
+      const std::span<uint8_t> window = decoder.BulkWindow();
+      const bool in_place = window.size() >= (16u << 10);
+      ssize_t n = in_place ? ::recv(fd, window.data(), window.size(), 0)
+                           : ::recv(fd, buffer.data(), buffer.size(), 0);
       if (n == 0) {
         return Break(DX_UNAVAILABLE,
                      Lost(where, task,
@@ -289,7 +293,10 @@ struct RemoteConnection::Impl {
                      where);
       }
       std::vector<wire::Event> fresh;
-      decoder.Feed(std::span<const uint8_t>(buffer.data(), static_cast<size_t>(n)), fresh);
+      if (in_place)
+        decoder.CommitBulk(static_cast<size_t>(n), fresh);
+      else
+        decoder.Feed(std::span<const uint8_t>(buffer.data(), static_cast<size_t>(n)), fresh);
       for (auto& e : fresh) events.push_back(std::move(e));
     }
   }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <utility>
 
 namespace deepx::daemon {
@@ -349,6 +350,61 @@ void Connection::Reply(std::span<const uint8_t> header, std::span<const uint8_t>
   }
 }
 
+void Connection::PushOut() {
+  if (out_.empty()) return;
+  auto owned = std::make_shared<std::vector<uint8_t>>(std::move(out_));
+  out_ = {};
+  pieces_.push_back(OutPiece{owned, owned->data(), owned->size()});
+}
+
+void Connection::ReplyShared(std::span<const uint8_t> header, std::shared_ptr<const void> keep,
+                             std::span<const uint8_t> bulk) {
+  const wire::Limits& limits = daemon_.config().limits;
+  Status s = wire::EncodeReplyHeader(out_, header, bulk.size(), limits);
+  if (!s.ok()) {
+    auto* r = flatbuffers::GetRoot<fb::Reply>(header.data());
+    auto err = wire::reply::Error(r->task_id(), s.code, "the reply cannot be sent: " + s.message);
+    (void)wire::EncodeReply(out_, err, {}, limits);
+    return;
+  }
+  // The frame headers in one buffer of their own; the payloads point into |bulk|.
+  const uint64_t frames = wire::BulkFrameCount(bulk.size(), limits);
+  auto heads = std::make_shared<std::vector<uint8_t>>(frames * wire::kFrameHeaderBytes);
+  PushOut();
+  for (uint64_t i = 0, at = 0; i < frames; ++i) {
+    const size_t n = std::min<uint64_t>(limits.max_bulk_frame_bytes, bulk.size() - at);
+    uint8_t* h = heads->data() + i * wire::kFrameHeaderBytes;
+    wire::WriteFrameHeader(h, true, static_cast<uint32_t>(n));
+    pieces_.push_back(OutPiece{heads, h, wire::kFrameHeaderBytes});
+    pieces_.push_back(OutPiece{keep, bulk.data() + at, n});
+    at += n;
+  }
+}
+
+std::vector<Connection::OutPiece> Connection::TakeOutputPieces() {
+  PushOut();
+  return std::move(pieces_);
+}
+
+std::vector<uint8_t> Connection::TakeOutput() {
+  if (pieces_.empty()) return std::move(out_);
+  std::vector<uint8_t> all;
+  for (const OutPiece& p : TakeOutputPieces()) all.insert(all.end(), p.data, p.data + p.size);
+  return all;
+}
+
+std::span<uint8_t> Connection::BulkWindow() {
+  if (closing_) return {};
+  return decoder_.BulkWindow();
+}
+
+void Connection::CommitBulk(size_t n) {
+  if (closing_) return;
+  std::vector<wire::Event> events;
+  decoder_.CommitBulk(n, events);
+  OnEvents(events);
+}
+
 void Connection::Begin(const wire::Message& m) {
   const fb::Request* r = m.request();
   cur_request_ = fb::EnumNameRequestBody(r->body_type());
@@ -396,6 +452,10 @@ void Connection::Feed(std::span<const uint8_t> data) {
   if (closing_) return;
   std::vector<wire::Event> events;
   decoder_.Feed(data, events);
+  OnEvents(events);
+}
+
+void Connection::OnEvents(std::vector<wire::Event>& events) {
   for (wire::Event& e : events) {
     if (e.kind == wire::Event::Kind::kError) {
       ++state_->stats.protocol_errors;
@@ -490,7 +550,8 @@ void Connection::Execute(const wire::Message& m) {
   Begin(m);
   Executor& ex = daemon_.executor_;
   std::vector<uint8_t> reply;
-  std::vector<uint8_t> bulk;
+  std::shared_ptr<const void> bulk_keep;
+  std::span<const uint8_t> bulk;
   Status s;
   switch (r->body_type()) {
     case fb::RequestBody::Hello:
@@ -518,7 +579,7 @@ void Connection::Execute(const wire::Message& m) {
       s = DoTensorWrite(*r->body_as_TensorWrite(), m.bulk);
       break;
     case fb::RequestBody::TensorRead:
-      s = DoTensorRead(*r->body_as_TensorRead(), bulk);
+      s = DoTensorRead(*r->body_as_TensorRead(), bulk_keep, bulk);
       if (s.ok()) reply = wire::reply::Ok(task, bulk.size());
       break;
     case fb::RequestBody::TensorCopy:
@@ -582,7 +643,10 @@ void Connection::Execute(const wire::Message& m) {
   }
   if (reply.empty()) reply = wire::reply::Ok(task);
   Count(DX_OK);
-  Reply(reply, bulk);
+  if (bulk.empty())
+    Reply(reply);
+  else
+    ReplyShared(reply, std::move(bulk_keep), bulk);
 }
 
 Status Connection::DoHello(uint64_t task, const fb::Hello& req, std::vector<uint8_t>& reply) {
@@ -763,7 +827,8 @@ Status Connection::DoTensorWrite(const fb::TensorWrite& req, std::span<const uin
   return FromDx(dx_tensor_write(slot->tensor, whole.data(), total), "TensorWrite");
 }
 
-Status Connection::DoTensorRead(const fb::TensorRead& req, std::vector<uint8_t>& bulk) {
+Status Connection::DoTensorRead(const fb::TensorRead& req, std::shared_ptr<const void>& keep,
+                                std::span<const uint8_t>& bulk) {
   Daemon::Slot* slot = nullptr;
   Status s = daemon_.Lookup(session_, req.tensor() ? req.tensor()->value() : 0, &slot);
   if (!s.ok()) return s;
@@ -781,14 +846,16 @@ Status Connection::DoTensorRead(const fb::TensorRead& req, std::vector<uint8_t>&
                                               " bytes are more than one message carries "
                                               "(limits.max_bulk_bytes); read in parts");
   if (len == 0) return Status::Ok();
-  std::vector<uint8_t> whole(total);
-  s = FromDx(dx_tensor_read(slot->tensor, whole.data(), total), "TensorRead");
+  // A copy of the tensor's bytes (not zero-filled), sent from where it lies and freed once
+  // written: a TensorFree pipelined after this read does not reach it.
+  std::shared_ptr<uint8_t[]> whole(new (std::nothrow) uint8_t[total]);
+  if (!whole)
+    return Status::Error(DX_RESOURCE_EXHAUSTED,
+                         "TensorRead: no memory for " + std::to_string(total) + " bytes");
+  s = FromDx(dx_tensor_read(slot->tensor, whole.get(), total), "TensorRead");
   if (!s.ok()) return s;
-  if (off == 0 && len == total) {
-    bulk = std::move(whole);
-  } else {
-    bulk.assign(whole.begin() + off, whole.begin() + off + len);
-  }
+  bulk = std::span<const uint8_t>(whole.get() + off, static_cast<size_t>(len));
+  keep = std::move(whole);
   return Status::Ok();
 }
 

@@ -43,9 +43,13 @@ struct Conn {
 
 struct WriteReq {
   uv_write_t req;
-  std::vector<uint8_t> data;
+  std::vector<Connection::OutPiece> pieces;  // kept alive until the write is done
   Conn* conn;
 };
+
+// Reads into the message's bulk buffer in place when at least this much of a bulk frame is
+// still to come; smaller remainders go through Conn::buf with what follows them.
+constexpr size_t kInPlaceMinBytes = 16 * 1024;
 
 struct Server {
   Config config;  // the running configuration; a SIGHUP reload replaces its reloadable keys
@@ -96,6 +100,14 @@ void ShutdownConn(Conn* c) {
 
 void OnAlloc(uv_handle_t* h, size_t, uv_buf_t* buf) {
   Conn* c = static_cast<Conn*>(h->data);
+  std::span<uint8_t> w = c->conn ? c->conn->BulkWindow() : std::span<uint8_t>();
+  if (w.size() >= kInPlaceMinBytes) {
+    // The rest of a TensorWrite's bulk frame: straight into its buffer (at most to the end of
+    // the frame, so every byte read belongs there).
+    *buf = uv_buf_init(reinterpret_cast<char*>(w.data()),
+                       unsigned(std::min<size_t>(w.size(), 1u << 30)));
+    return;
+  }
   *buf = uv_buf_init(c->buf, sizeof c->buf);
 }
 
@@ -118,14 +130,22 @@ void OnWrite(uv_write_t* req, int status) {
 }
 
 void Flush(Conn* c) {
-  std::vector<uint8_t> out = c->conn->TakeOutput();
+  std::vector<Connection::OutPiece> out = c->conn->TakeOutputPieces();
   if (out.empty() || c->closing) return;
-  c->server->daemon->metrics().BytesOut(out.size());
+  std::vector<uv_buf_t> bufs;
+  bufs.reserve(out.size());
+  uint64_t bytes = 0;
+  for (const Connection::OutPiece& p : out) {
+    bufs.push_back(uv_buf_init(const_cast<char*>(reinterpret_cast<const char*>(p.data)),
+                               unsigned(p.size)));
+    bytes += p.size;
+  }
+  c->server->daemon->metrics().BytesOut(bytes);
   auto* w = new WriteReq{{}, std::move(out), c};
   w->req.data = w;
-  uv_buf_t b = uv_buf_init(reinterpret_cast<char*>(w->data.data()), unsigned(w->data.size()));
   auto* stream = reinterpret_cast<uv_stream_t*>(&c->pipe);
-  if (uv_write(&w->req, stream, &b, 1, OnWrite) != 0) {
+  // libuv copies the buffer list (not the bytes) when the write cannot finish at once.
+  if (uv_write(&w->req, stream, bufs.data(), unsigned(bufs.size()), OnWrite) != 0) {
     delete w;
     CloseConn(c);
     return;
@@ -140,8 +160,11 @@ void OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
   Conn* c = static_cast<Conn*>(stream->data);
   if (nread > 0) {
     c->server->daemon->metrics().BytesIn(uint64_t(nread));
-    c->conn->Feed(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(buf->base),
-                                           size_t(nread)));
+    if (buf->base != c->buf)
+      c->conn->CommitBulk(size_t(nread));  // read in place (OnAlloc)
+    else
+      c->conn->Feed(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(buf->base),
+                                             size_t(nread)));
     Flush(c);
     if (c->conn->closing() || c->server->draining) ShutdownConn(c);
     return;

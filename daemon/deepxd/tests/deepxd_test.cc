@@ -198,6 +198,67 @@ TEST_F(Deepxd, TensorCreateWriteReadRoundTrip) {
   EXPECT_EQ(Read(*c, HandleOf(*r), 3), (std::vector<float>{-1, -2, 6}));
 }
 
+TEST_F(Deepxd, LargeWriteAndReadInFramesAtOffsetsAndAReadPipelinedBeforeAFree) {
+  StartWith(BaseConfig());
+  auto c = Connected();
+  // 2.5 bulk frames of the default 4 MiB cap plus a few bytes: not a multiple of the cap.
+  const int64_t n = ((10u << 20) + 12) / 4;
+  uint64_t h = 0;
+  auto r = c->CreateTensor(1, DX_DTYPE_F32, {n}, &h, "cpu");
+  ASSERT_TRUE(r && r->status == DX_OK) << (r ? r->message : c->error());
+  std::vector<uint8_t> bytes(size_t(n) * 4);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 131 + (i >> 12));
+  r = c->WriteTensor(2, h, bytes);
+  ASSERT_TRUE(r && r->status == DX_OK) << (r ? r->message : c->error());
+  r = c->ReadTensor(3, h, bytes.size());
+  ASSERT_TRUE(r && r->status == DX_OK) << (r ? r->message : c->error());
+  EXPECT_TRUE(r->bulk == bytes);
+  // A partial write across a frame boundary at an odd offset, then a partial read of it.
+  const uint64_t off = (4u << 20) - 5;
+  std::vector<uint8_t> patch((4u << 20) + 9, 0xee);
+  r = c->WriteTensor(4, h, patch, off);
+  ASSERT_TRUE(r && r->status == DX_OK) << (r ? r->message : c->error());
+  std::copy(patch.begin(), patch.end(), bytes.begin() + off);
+  r = c->ReadTensor(5, h, patch.size() + 10, off - 3);
+  ASSERT_TRUE(r && r->status == DX_OK) << (r ? r->message : c->error());
+  EXPECT_TRUE(r->bulk == std::vector<uint8_t>(bytes.begin() + off - 3,
+                                              bytes.begin() + off + patch.size() + 7));
+  // A read and, pipelined behind it, the tensor's free: the read still answers its bytes.
+  std::vector<uint8_t> pipelined;
+  ASSERT_TRUE(wire::EncodeRequest(pipelined, wire::request::TensorRead(6, h, 0, bytes.size()), {},
+                                  {}).ok());
+  ASSERT_TRUE(wire::EncodeRequest(pipelined, wire::request::TensorFree(7, h), {}, {}).ok());
+  ASSERT_TRUE(wire::EncodeRequest(pipelined, wire::request::TensorRead(8, h, 0, 4), {}, {}).ok());
+  ASSERT_TRUE(c->SendRaw(pipelined));
+  r = c->Receive();
+  ASSERT_TRUE(r && r->status == DX_OK) << (r ? r->message : c->error());
+  EXPECT_EQ(r->task_id, 6u);
+  EXPECT_TRUE(r->bulk == bytes);
+  r = c->Receive();
+  ASSERT_TRUE(r && r->status == DX_OK && r->task_id == 7u);
+  r = c->Receive();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->task_id, 8u);
+  EXPECT_EQ(r->status, DX_NOT_FOUND) << r->message;
+}
+
+TEST_F(Deepxd, WriteWhoseBulkEndsEarlyClosesWithoutAHang) {
+  StartWith(BaseConfig());
+  auto c = Connected();
+  uint64_t h = 0;
+  auto r = c->CreateTensor(1, DX_DTYPE_U8, {int64_t(6u << 20)}, &h, "cpu");
+  ASSERT_TRUE(r && r->status == DX_OK) << (r ? r->message : c->error());
+  std::vector<uint8_t> data(6u << 20, 7), bytes;
+  ASSERT_TRUE(wire::EncodeRequest(bytes, wire::request::TensorWrite(2, h, 0, data.size()), data,
+                                  {}).ok());
+  // Cut in the middle of the second bulk frame, then end the stream.
+  ASSERT_TRUE(c->SendRaw(std::span<const uint8_t>(bytes).first(bytes.size() - (1u << 20))));
+  c->ShutdownWrite();
+  EXPECT_TRUE(c->WaitClosed());
+  auto c2 = Connected();
+  EXPECT_NE(daemon_.log().find("stream ended"), std::string::npos) << daemon_.log();
+}
+
 TEST_F(Deepxd, InvokeAddAndMatmul) {
   StartWith(BaseConfig());
   auto c = Connected();

@@ -314,10 +314,43 @@ Status AppendFrame(std::vector<uint8_t>& out, bool bulk, std::span<const uint8_t
   return Status::Ok();
 }
 
+void WriteFrameHeader(uint8_t* out, bool bulk, uint32_t length) {
+  std::memcpy(out, kFrameMagic, 4);
+  const uint32_t flags = bulk ? kFrameFlagBulk : 0u;
+  for (int k = 0; k < 4; ++k) {
+    out[4 + k] = static_cast<uint8_t>(flags >> (8 * k));
+    out[8 + k] = static_cast<uint8_t>(length >> (8 * k));
+  }
+}
+
 Status FrameReader::Feed(std::span<const uint8_t> data) {
+  size_t consumed = 0;
+  return FeedImpl(data, &consumed, false);
+}
+
+Status FrameReader::FeedUntilBulk(std::span<const uint8_t> data, size_t* consumed) {
+  return FeedImpl(data, consumed, true);
+}
+
+void FrameReader::ConsumeBulkPayload(size_t n) {
+  if (!in_bulk_payload()) return;
+  n = std::min(n, need_);
+  need_ -= n;
+  offset_ += n;
+  if (need_ == 0) {
+    in_payload_ = false;
+    streaming_ = false;
+    current_ = Frame{};
+  }
+}
+
+Status FrameReader::FeedImpl(std::span<const uint8_t> data, size_t* consumed,
+                             bool stop_at_bulk) {
+  *consumed = 0;
   if (!error_.ok()) return error_;
   size_t i = 0;
   while (i < data.size()) {
+    if (streaming_) break;  // the streamed payload is the caller's to take
     if (!in_payload_) {
       uint8_t b = data[i];
       if (header_have_ < 4 && b != kFrameMagic[header_have_]) {
@@ -325,6 +358,7 @@ Status FrameReader::Feed(std::span<const uint8_t> data) {
                                "bad frame magic at stream offset " + std::to_string(offset_) +
                                    " (expected \"DXWF\"): not a deepx wire stream, or out of "
                                    "step with it");
+        *consumed = i;
         return error_;
       }
       header_[header_have_++] = b;
@@ -342,6 +376,7 @@ Status FrameReader::Feed(std::span<const uint8_t> data) {
                                      snprintf(buf, sizeof buf, "%08x", flags);
                                      return std::string(buf);
                                    }() + ")");
+        *consumed = i;
         return error_;
       }
       bool bulk = (flags & kFrameFlagBulk) != 0;
@@ -349,6 +384,7 @@ Status FrameReader::Feed(std::span<const uint8_t> data) {
       if (length == 0) {
         error_ = Status::Error(DX_INVALID_ARGUMENT,
                                "empty frame at stream offset " + std::to_string(frame_at));
+        *consumed = i;
         return error_;
       }
       if (length > cap) {
@@ -357,14 +393,20 @@ Status FrameReader::Feed(std::span<const uint8_t> data) {
                                    std::to_string(frame_at) + " announces " +
                                    std::to_string(length) + " bytes, more than the limit of " +
                                    std::to_string(cap));
+        *consumed = i;
         return error_;
       }
       current_ = Frame{};
       current_.bulk = bulk;
-      current_.payload.reserve(length);
       need_ = length;
+      length_ = length;
       in_payload_ = true;
       header_have_ = 0;
+      if (bulk && stop_at_bulk) {
+        streaming_ = true;
+        break;
+      }
+      current_.payload.reserve(length);
     } else {
       size_t take = std::min(need_, data.size() - i);
       current_.payload.insert(current_.payload.end(), data.begin() + i, data.begin() + i + take);
@@ -378,6 +420,7 @@ Status FrameReader::Feed(std::span<const uint8_t> data) {
       }
     }
   }
+  *consumed = i;
   return Status::Ok();
 }
 
@@ -392,8 +435,7 @@ Status FrameReader::Finish() const {
   if (!error_.ok()) return error_;
   if (in_payload_)
     return Status::Error(DX_IO_ERROR, "stream ended inside a frame: " + std::to_string(need_) +
-                                          " of " +
-                                          std::to_string(current_.payload.size() + need_) +
+                                          " of " + std::to_string(length_) +
                                           " payload bytes missing");
   if (header_have_ > 0)
     return Status::Error(DX_IO_ERROR, "stream ended inside a frame header: " +
@@ -538,6 +580,8 @@ std::optional<Event> Session::OnHeader(Frame&& frame) {
   if (refusal) {
     if (bulk_bytes > 0) {
       bulk_left_ = bulk_bytes;
+      bulk_have_ = 0;
+      frame_left_ = 0;
       skip_ = true;
       pending_ = Message{};
       pending_.task_id = task_id;
@@ -551,8 +595,12 @@ std::optional<Event> Session::OnHeader(Frame&& frame) {
   m.header = std::move(frame.payload);
   if (bulk_bytes > 0) {
     bulk_left_ = bulk_bytes;
+    bulk_have_ = 0;
+    frame_left_ = 0;
     skip_ = false;
     pending_ = std::move(m);
+    // One buffer for all the bulk frames (address space only until the bytes arrive).
+    pending_.bulk.reserve(static_cast<size_t>(bulk_bytes));
     return std::nullopt;
   }
   Event e;
@@ -563,26 +611,56 @@ std::optional<Event> Session::OnHeader(Frame&& frame) {
 }
 
 std::optional<Event> Session::OnBulk(Frame&& frame) {
+  std::optional<Event> e = OnBulkStart(frame.payload.size());
+  if (e) return e;
+  if (!skip_ && bulk_have_ == 0 && frame.payload.size() == bulk_left_) {
+    // The whole bulk in one frame: its buffer becomes the message's.
+    pending_.bulk = std::move(frame.payload);
+    frame_left_ = 0;
+    bulk_left_ = 0;
+    bulk_have_ = pending_.bulk.size();
+    return CommitBulk(0);
+  }
+  return OnBulkBytes(frame.payload);
+}
+
+std::optional<Event> Session::OnBulkStart(uint64_t length) {
+  if (closed_) return Fail(DX_FAILED_PRECONDITION, "the session is closed", 0, true);
   if (bulk_left_ == 0)
     return Fail(DX_INVALID_ARGUMENT,
-                "bulk length mismatch: a bulk frame of " + std::to_string(frame.payload.size()) +
+                "bulk length mismatch: a bulk frame of " + std::to_string(length) +
                     " bytes that no header announced",
                 0, true);
-  if (frame.payload.size() > bulk_left_)
+  if (length > bulk_left_)
     return Fail(DX_INVALID_ARGUMENT,
-                "bulk length mismatch: a bulk frame of " + std::to_string(frame.payload.size()) +
+                "bulk length mismatch: a bulk frame of " + std::to_string(length) +
                     " bytes where task " + std::to_string(pending_.task_id) + " has only " +
                     std::to_string(bulk_left_) + " left",
                 pending_.task_id, true);
-  bulk_left_ -= frame.payload.size();
-  if (!skip_) {
-    if (pending_.bulk.empty()) {
-      pending_.bulk = std::move(frame.payload);
-    } else {
-      pending_.bulk.insert(pending_.bulk.end(), frame.payload.begin(), frame.payload.end());
-    }
-  }
-  if (bulk_left_ > 0) return std::nullopt;
+  frame_left_ = length;
+  // The buffer was reserved at bulk_bytes when the header verified: no reallocation here.
+  if (!skip_ && length > 0) pending_.bulk.resize(bulk_have_ + length);
+  return std::nullopt;
+}
+
+std::span<uint8_t> Session::BulkWindow() {
+  if (skip_ || frame_left_ == 0 || closed_) return {};
+  return std::span<uint8_t>(pending_.bulk.data() + bulk_have_, frame_left_);
+}
+
+std::optional<Event> Session::OnBulkBytes(std::span<const uint8_t> bytes) {
+  size_t n = std::min<uint64_t>(bytes.size(), frame_left_);
+  if (!skip_ && n > 0) std::memcpy(pending_.bulk.data() + bulk_have_, bytes.data(), n);
+  return CommitBulk(n);
+}
+
+std::optional<Event> Session::CommitBulk(size_t n) {
+  n = std::min<uint64_t>(n, frame_left_);
+  frame_left_ -= n;
+  bulk_left_ -= n;
+  if (!skip_) bulk_have_ += n;
+  if (bulk_left_ > 0 || frame_left_ > 0) return std::nullopt;
+  bulk_have_ = 0;
   if (skip_) {
     skip_ = false;
     std::optional<Event> e = std::move(skipped_error_);
@@ -606,29 +684,56 @@ Status Session::Finish() const {
   return Status::Ok();
 }
 
-void StreamDecoder::Feed(std::span<const uint8_t> data, std::vector<Event>& out) {
-  if (closed_) return;
-  Status s = reader_.Feed(data);
-  Frame f;
-  while (!closed_ && reader_.Next(f)) {
-    std::optional<Event> e = session_.OnFrame(std::move(f));
-    if (e) {
-      if (e->fatal) {
-        closed_ = true;
-        fatal_ = e->error;
-      }
-      out.push_back(std::move(*e));
-    }
-  }
-  if (!closed_ && !s.ok()) {
-    Event e;
-    e.kind = Event::Kind::kError;
-    e.error = std::move(s);
-    e.fatal = true;
+void StreamDecoder::Emit(std::optional<Event>&& e, std::vector<Event>& out) {
+  if (!e) return;
+  if (e->fatal) {
     closed_ = true;
-    fatal_ = e.error;
-    out.push_back(std::move(e));
+    fatal_ = e->error;
   }
+  out.push_back(std::move(*e));
+}
+
+void StreamDecoder::Feed(std::span<const uint8_t> data, std::vector<Event>& out) {
+  while (!closed_) {
+    if (reader_.in_bulk_payload()) {
+      // A bulk frame's payload: straight into the message's buffer (or past, when skipped).
+      size_t n = std::min(reader_.bulk_payload_left(), data.size());
+      if (n == 0) return;
+      reader_.ConsumeBulkPayload(n);
+      Emit(session_.OnBulkBytes(data.first(n)), out);
+      data = data.subspan(n);
+      continue;
+    }
+    if (data.empty()) return;
+    size_t used = 0;
+    Status s = reader_.FeedUntilBulk(data, &used);
+    data = data.subspan(used);
+    Frame f;
+    while (!closed_ && reader_.Next(f)) Emit(session_.OnFrame(std::move(f)), out);
+    if (closed_) return;
+    if (!s.ok()) {
+      Event e;
+      e.kind = Event::Kind::kError;
+      e.error = std::move(s);
+      e.fatal = true;
+      Emit(std::move(e), out);
+      return;
+    }
+    if (reader_.in_bulk_payload()) Emit(session_.OnBulkStart(reader_.bulk_payload_left()), out);
+  }
+}
+
+std::span<uint8_t> StreamDecoder::BulkWindow() {
+  if (closed_ || !reader_.in_bulk_payload()) return {};
+  std::span<uint8_t> w = session_.BulkWindow();
+  return w.first(std::min(w.size(), reader_.bulk_payload_left()));
+}
+
+void StreamDecoder::CommitBulk(size_t n, std::vector<Event>& out) {
+  if (closed_ || !reader_.in_bulk_payload()) return;
+  n = std::min(n, BulkWindow().size());
+  reader_.ConsumeBulkPayload(n);
+  Emit(session_.CommitBulk(n), out);
 }
 
 Status StreamDecoder::Finish() const {
@@ -721,7 +826,34 @@ Status Encode(std::vector<uint8_t>& out, std::span<const uint8_t> header,
   return s;
 }
 
+template <typename Root>
+Status EncodeHeaderOnly(std::vector<uint8_t>& out, std::span<const uint8_t> header,
+                        uint64_t bulk_bytes, const Limits& limits, const char* what) {
+  Status s = Verify<Root>(header, limits, what);
+  if (!s.ok()) return s;
+  uint64_t announced = flatbuffers::GetRoot<Root>(header.data())->bulk_bytes();
+  if (announced != bulk_bytes)
+    return Status::Error(DX_INVALID_ARGUMENT,
+                         std::string("bulk length mismatch: the ") + what + " announces " +
+                             std::to_string(announced) + " bulk bytes, " +
+                             std::to_string(bulk_bytes) + " given");
+  if (bulk_bytes > limits.max_bulk_bytes)
+    return Status::Error(DX_RESOURCE_EXHAUSTED, std::to_string(bulk_bytes) +
+                                                    " bulk bytes, more than the limit of " +
+                                                    std::to_string(limits.max_bulk_bytes));
+  return AppendFrame(out, false, header, limits);
+}
+
 }  // namespace
+
+Status EncodeRequestHeader(std::vector<uint8_t>& out, std::span<const uint8_t> header,
+                           uint64_t bulk_bytes, const Limits& limits) {
+  return EncodeHeaderOnly<fb::Request>(out, header, bulk_bytes, limits, "request");
+}
+Status EncodeReplyHeader(std::vector<uint8_t>& out, std::span<const uint8_t> header,
+                         uint64_t bulk_bytes, const Limits& limits) {
+  return EncodeHeaderOnly<fb::Reply>(out, header, bulk_bytes, limits, "reply");
+}
 
 Status EncodeRequest(std::vector<uint8_t>& out, std::span<const uint8_t> header,
                      std::span<const uint8_t> bulk, const Limits& limits) {

@@ -376,6 +376,128 @@ TEST(WireRoundTrip, BulkSplitIntoFramesOfTheConfiguredSize) {
   EXPECT_EQ(events[1].message.bulk, data);
 }
 
+// ---- streaming bulk: in place, scatter-gather -------------------------------------------------
+
+// Receives |stream| the way deepxd and the remote client do: whenever a bulk frame's payload is
+// open, up to |chunk| bytes go straight into BulkWindow() (CommitBulk), the rest through Feed.
+std::vector<dw::Event> DecodeInPlace(dw::Role role, const Bytes& stream, const dw::Limits& l,
+                                     size_t chunk) {
+  dw::StreamDecoder d(role, l);
+  std::vector<dw::Event> events;
+  size_t at = 0;
+  while (at < stream.size() && !d.closed()) {
+    std::span<uint8_t> w = d.BulkWindow();
+    size_t n = std::min(chunk, stream.size() - at);
+    if (!w.empty()) {
+      n = std::min(n, w.size());
+      std::memcpy(w.data(), stream.data() + at, n);
+      d.CommitBulk(n, events);
+    } else {
+      d.Feed(std::span<const uint8_t>(stream).subspan(at, n), events);
+    }
+    at += n;
+  }
+  return events;
+}
+
+TEST(WireStream, BulkReceivedInPlaceEqualsFedBulkForSizesNotAMultipleOfTheFrameCap) {
+  dw::Limits l;
+  l.max_bulk_frame_bytes = 64;
+  for (size_t size : {size_t{1}, size_t{63}, size_t{64}, size_t{65}, size_t{1000}}) {
+    Bytes data(size);
+    for (size_t i = 0; i < size; ++i) data[i] = static_cast<uint8_t>(i * 7 + size);
+    Bytes stream = Cat({Hello(),
+                        FrameReq(dw::request::TensorWrite(5, dw::MakeHandle(1, 1), 3, size),
+                                 data, l),
+                        FrameReq(dw::request::Stats(6), {}, l)});
+    for (size_t chunk : {size_t{1}, size_t{5}, size_t{64}, size_t{100}, size_t{1u << 20}}) {
+      auto events = DecodeInPlace(dw::Role::kServer, stream, l, chunk);
+      ASSERT_EQ(events.size(), 3u) << "size " << size << " chunk " << chunk;
+      ASSERT_EQ(events[1].kind, dw::Event::Kind::kMessage) << events[1].error.message;
+      EXPECT_EQ(events[1].message.bulk, data) << "size " << size << " chunk " << chunk;
+      EXPECT_EQ(events[1].message.request()->body_as_TensorWrite()->offset(), 3u);
+      EXPECT_EQ(events[2].task_id, 6u);
+    }
+  }
+}
+
+TEST(WireStream, NoWindowOutsideABulkPayloadOrForASkippedMessage) {
+  dw::StreamDecoder d(dw::Role::kServer, {});
+  std::vector<dw::Event> events;
+  EXPECT_TRUE(d.BulkWindow().empty());
+  // Before Hello: refused, its bulk skipped: nothing to receive in place.
+  Bytes data(100, 1);
+  Bytes msg = FrameReq(dw::request::TensorWrite(1, dw::MakeHandle(1, 1), 0, data.size()), data);
+  d.Feed(std::span<const uint8_t>(msg).first(dw::kFrameHeaderBytes * 2 + 1), events);
+  EXPECT_TRUE(d.BulkWindow().empty());
+  d.Feed(std::span<const uint8_t>(msg).subspan(dw::kFrameHeaderBytes * 2 + 1), events);
+  ASSERT_EQ(events.size(), 1u);
+  ExpectError(events[0], DX_FAILED_PRECONDITION, "must be Hello", false);
+  // After Hello: the window is the rest of the open frame.
+  events.clear();
+  d.Feed(Hello(), events);
+  size_t head = msg.size() - data.size();
+  d.Feed(std::span<const uint8_t>(msg).first(head + 10), events);
+  ASSERT_EQ(d.BulkWindow().size(), 90u);
+  std::memcpy(d.BulkWindow().data(), data.data() + 10, 90);
+  d.CommitBulk(90, events);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].message.bulk, data);
+  EXPECT_TRUE(d.BulkWindow().empty());
+}
+
+TEST(WireStream, BulkEndingEarlyIsAnErrorAtEndOfStreamAndAHeaderInsteadIsFatal) {
+  dw::Limits l;
+  l.max_bulk_frame_bytes = 64;
+  Bytes data(200, 9);
+  Bytes msg = FrameReq(dw::request::TensorWrite(7, dw::MakeHandle(1, 1), 0, data.size()), data, l);
+  // Cut inside the second bulk frame.
+  Bytes cut(msg.begin(), msg.end() - 100);
+  dw::StreamDecoder d(dw::Role::kServer, l);
+  std::vector<dw::Event> events;
+  d.Feed(Cat({Hello(), cut}), events);
+  ASSERT_EQ(events.size(), 1u);
+  dw::Status fin = d.Finish();
+  EXPECT_EQ(fin.code, DX_IO_ERROR) << fin.message;
+  // A header frame where bulk bytes are due: fatal, naming the task.
+  const size_t head = msg.size() - (data.size() + 4 * dw::kFrameHeaderBytes);  // 4 bulk frames
+  Bytes upto_first_bulk(msg.begin(), msg.begin() + head + dw::kFrameHeaderBytes + 64);
+  auto ev = Decode(dw::Role::kServer,
+                   Cat({Hello(), upto_first_bulk, FrameReq(dw::request::Stats(8), {}, l)}), l);
+  ASSERT_EQ(ev.size(), 2u);
+  ExpectError(ev[1], DX_INVALID_ARGUMENT, "still expected", true);
+}
+
+TEST(WireStream, ScatterGatherHeaderAndFrameHeadersMatchEncodeReply) {
+  dw::Limits l;
+  l.max_bulk_frame_bytes = 64;
+  for (size_t size : {size_t{1}, size_t{64}, size_t{130}}) {
+    Bytes data(size, 0x5a);
+    Bytes header = dw::reply::Ok(3, size);
+    Bytes want = FrameRep(header, data, l);
+    Bytes got;
+    ASSERT_TRUE(dw::EncodeReplyHeader(got, header, size, l).ok());
+    ASSERT_EQ(dw::BulkFrameCount(size, l), (size + 63) / 64);
+    for (size_t at = 0; at < size; at += 64) {
+      size_t n = std::min<size_t>(64, size - at);
+      uint8_t h[dw::kFrameHeaderBytes];
+      dw::WriteFrameHeader(h, true, static_cast<uint32_t>(n));
+      got.insert(got.end(), h, h + sizeof h);
+      got.insert(got.end(), data.begin() + at, data.begin() + at + n);
+    }
+    EXPECT_EQ(got, want) << size;
+  }
+  Bytes out;
+  EXPECT_EQ(dw::EncodeReplyHeader(out, dw::reply::Ok(3, 10), 11, l).code, DX_INVALID_ARGUMENT);
+  EXPECT_EQ(dw::EncodeRequestHeader(out, dw::request::TensorWrite(1, 1, 0, 10), 9, l).code,
+            DX_INVALID_ARGUMENT);
+  EXPECT_TRUE(out.empty());
+  l.max_bulk_bytes = 8;
+  EXPECT_EQ(dw::EncodeRequestHeader(out, dw::request::TensorWrite(1, 1, 0, 10), 10, l).code,
+            DX_RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(out.empty());
+}
+
 // ---- framing errors ---------------------------------------------------------------------------
 
 TEST(WireFrame, BadMagicIsFatalAtTheFirstWrongByte) {

@@ -168,8 +168,22 @@ class Connection {
   void Feed(std::span<const uint8_t> data);
   /// The client closed its side: logs a stream cut short.
   void Finish();
-  /// Takes the reply bytes produced so far.
-  std::vector<uint8_t> TakeOutput() { return std::move(out_); }
+  /// Bytes received in place: while a TensorWrite's bulk frame is being read, the spot its
+  /// next bytes belong in (empty otherwise: read into a buffer of your own and Feed it).
+  /// After receiving n bytes there, CommitBulk(n) does what Feed of them would.
+  std::span<uint8_t> BulkWindow();
+  void CommitBulk(size_t n);
+  /// A piece of the reply bytes, kept alive by |keep| until it is written (a TensorRead's
+  /// bulk is sent from the buffer the tensor was read into, never copied again).
+  struct OutPiece {
+    std::shared_ptr<const void> keep;
+    const uint8_t* data = nullptr;
+    size_t size = 0;
+  };
+  /// Takes the reply bytes produced so far, in order, as pieces to write together.
+  std::vector<OutPiece> TakeOutputPieces();
+  /// Takes the reply bytes produced so far, as one buffer (a copy of the pieces).
+  std::vector<uint8_t> TakeOutput();
   /// True once a fatal error was answered: write the output, then close the connection.
   bool closing() const { return closing_; }
   uint64_t session_id() const { return session_; }
@@ -187,6 +201,11 @@ class Connection {
   void RunQueue();
   void Execute(const wire::Message& message);
   void Reply(std::span<const uint8_t> header, std::span<const uint8_t> bulk = {});
+  // A reply whose bulk is sent from |bulk| in place (|keep| owns it) in bulk frames.
+  void ReplyShared(std::span<const uint8_t> header, std::shared_ptr<const void> keep,
+                   std::span<const uint8_t> bulk);
+  void OnEvents(std::vector<wire::Event>& events);
+  void PushOut();  // moves out_ into pieces_
   void ReplyError(uint64_t task, const wire::Status& status);
   void ReplyOk(const std::vector<uint8_t>& header);
   // Counts a reply of status |code| to the current request (cur_*) in the stats and metrics.
@@ -202,7 +221,8 @@ class Connection {
                               std::vector<uint8_t>& reply);
   wire::Status DoTensorFree(const wire::fb::TensorFree& req);
   wire::Status DoTensorWrite(const wire::fb::TensorWrite& req, std::span<const uint8_t> bulk);
-  wire::Status DoTensorRead(const wire::fb::TensorRead& req, std::vector<uint8_t>& bulk);
+  wire::Status DoTensorRead(const wire::fb::TensorRead& req, std::shared_ptr<const void>& keep,
+                            std::span<const uint8_t>& bulk);
   wire::Status DoTensorCopy(const wire::fb::TensorCopy& req);
   wire::Status DoTensorView(uint64_t task, const wire::fb::TensorView& req,
                             std::vector<uint8_t>& reply);
@@ -225,7 +245,8 @@ class Connection {
   wire::StreamDecoder decoder_;
   std::deque<Queued> queue_;
   bool running_ = false;
-  std::vector<uint8_t> out_;
+  std::vector<uint8_t> out_;       // reply bytes after the last of pieces_
+  std::vector<OutPiece> pieces_;  // reply bytes before out_
   bool closing_ = false;
   const char* cur_request_ = "";
   uint64_t cur_task_ = 0;  // the client's task id of the current request, for the logs

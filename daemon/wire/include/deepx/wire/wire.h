@@ -69,6 +69,11 @@ struct Frame {
   std::vector<uint8_t> payload;
 };
 
+/// Writes the 12-byte frame header of a frame of |length| payload bytes into |out|. No checks:
+/// the caller keeps |length| within 1..cap (scatter-gather senders: header, then the payload
+/// from wherever it lies).
+void WriteFrameHeader(uint8_t* out, bool bulk, uint32_t length);
+
 /// Appends one frame (header + payload) to |out|; refuses an empty or oversized payload.
 Status AppendFrame(std::vector<uint8_t>& out, bool bulk, std::span<const uint8_t> payload,
                    const Limits& limits);
@@ -82,6 +87,16 @@ class FrameReader {
   /// Consumes all of |data|; an error (bad magic, reserved flags, empty or oversized frame)
   /// stops at the offending byte.
   Status Feed(std::span<const uint8_t> data);
+  /// Like Feed, but stops right after a bulk frame's 12-byte header (|*consumed| says how far
+  /// it got): that frame's payload does not come out of Next(); the caller takes it with
+  /// ConsumeBulkPayload (streaming: the bytes go wherever the caller puts them).
+  Status FeedUntilBulk(std::span<const uint8_t> data, size_t* consumed);
+  /// A streamed bulk frame's payload is being taken: how many of its bytes are still to come,
+  /// and the frame's length.
+  bool in_bulk_payload() const { return in_payload_ && streaming_; }
+  size_t bulk_payload_left() const { return in_bulk_payload() ? need_ : 0; }
+  /// Marks |n| (<= bulk_payload_left()) bytes of the streamed payload taken.
+  void ConsumeBulkPayload(size_t n);
   /// Pops the oldest complete frame.
   bool Next(Frame& out);
   /// At end of stream: an error when a frame was cut short.
@@ -93,8 +108,11 @@ class FrameReader {
   uint8_t header_[kFrameHeaderBytes] = {};
   size_t header_have_ = 0;
   bool in_payload_ = false;
+  Status FeedImpl(std::span<const uint8_t> data, size_t* consumed, bool stop_at_bulk);
   Frame current_;
   size_t need_ = 0;
+  size_t length_ = 0;       // payload bytes of the current frame
+  bool streaming_ = false;  // the current frame's payload is taken by ConsumeBulkPayload
   uint64_t offset_ = 0;  // stream offset, for messages
   std::deque<Frame> ready_;
   Status error_;
@@ -148,6 +166,19 @@ class Session {
   std::optional<Event> OnFrame(Frame&& frame);
   /// At end of stream: an error when bulk bytes were still expected.
   Status Finish() const;
+
+  /// Streaming bulk frames (what StreamDecoder uses; OnFrame of a bulk frame is the same as
+  /// OnBulkStart + OnBulkBytes of its payload). OnBulkStart checks a bulk frame of |length|
+  /// bytes against the bulk still announced (a fatal error when it does not fit); the payload
+  /// then comes in any number of pieces, copied with OnBulkBytes or received in place into
+  /// BulkWindow() and marked with CommitBulk. The message (or the refusal whose bulk was
+  /// skipped) comes out when its last bulk byte has.
+  std::optional<Event> OnBulkStart(uint64_t length);
+  std::optional<Event> OnBulkBytes(std::span<const uint8_t> bytes);
+  /// Where the current bulk frame's next bytes belong: empty when they are skipped (a refused
+  /// message) or no bulk frame is open.
+  std::span<uint8_t> BulkWindow();
+  std::optional<Event> CommitBulk(size_t n);
   bool hello_done() const { return hello_done_; }
   bool closed() const { return closed_; }
   uint16_t peer_major() const { return peer_major_; }
@@ -169,6 +200,8 @@ class Session {
   uint16_t peer_major_ = 0, peer_minor_ = 0;
   // A message whose bulk frames are still arriving (or, with skip_, being discarded).
   uint64_t bulk_left_ = 0;
+  uint64_t frame_left_ = 0;  // of the bulk frame open (OnBulkStart), not yet received
+  uint64_t bulk_have_ = 0;   // bulk bytes of pending_ received
   bool skip_ = false;
   std::optional<Event> skipped_error_;
   Message pending_;
@@ -186,8 +219,15 @@ class StreamDecoder {
   Status Finish() const;
   const Session& session() const { return session_; }
   bool closed() const { return closed_; }
+  /// Receiving in place: while a bulk frame's payload is being read, where its next bytes go
+  /// (the message's bulk buffer, reserved at its bulk_bytes; at most the rest of the frame).
+  /// Empty otherwise: then read into a buffer of your own and Feed it. After receiving n bytes
+  /// into the window, CommitBulk(n) (n <= the window's size).
+  std::span<uint8_t> BulkWindow();
+  void CommitBulk(size_t n, std::vector<Event>& out);
 
  private:
+  void Emit(std::optional<Event>&& e, std::vector<Event>& out);
   FrameReader reader_;
   Session session_;
   bool closed_ = false;
@@ -296,6 +336,17 @@ Status EncodeRequest(std::vector<uint8_t>& out, std::span<const uint8_t> header,
                      std::span<const uint8_t> bulk, const Limits& limits);
 Status EncodeReply(std::vector<uint8_t>& out, std::span<const uint8_t> header,
                    std::span<const uint8_t> bulk, const Limits& limits);
+/// Scatter-gather sending: the same checks as EncodeRequest / EncodeReply for a message of
+/// |bulk_bytes| bulk bytes, but only the header frame is appended. The sender then sends the
+/// bulk bytes from where they lie, in frames of at most limits.max_bulk_frame_bytes, each
+/// after its WriteFrameHeader (BulkFrameCount says how many).
+Status EncodeRequestHeader(std::vector<uint8_t>& out, std::span<const uint8_t> header,
+                           uint64_t bulk_bytes, const Limits& limits);
+Status EncodeReplyHeader(std::vector<uint8_t>& out, std::span<const uint8_t> header,
+                         uint64_t bulk_bytes, const Limits& limits);
+inline uint64_t BulkFrameCount(uint64_t bulk_bytes, const Limits& limits) {
+  return (bulk_bytes + limits.max_bulk_frame_bytes - 1) / limits.max_bulk_frame_bytes;
+}
 
 /// The name of a dx_status_t code ("DX_NOT_FOUND"), "DX_UNKNOWN" for any other value.
 const char* StatusName(int code);
