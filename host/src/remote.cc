@@ -304,7 +304,8 @@ struct RemoteConnection::Impl {
   // One request and its reply. `build` makes the header for the task id it is given; `bulk`
   // follows it in bulk frames.
   dx_status_t Call(const char* where, const std::function<std::vector<uint8_t>(uint64_t)>& build,
-                   std::span<const uint8_t> bulk, wire::Message* reply) {
+                   std::span<const uint8_t> bulk, wire::Message* reply,
+                   std::span<uint8_t> reply_bulk_into = {}) {
     std::lock_guard<std::mutex> lock(mutex);
     if (broken) return Fail(broken_code, std::string(where) + ": " + broken_message);
     const uint64_t task = next_task++;
@@ -330,7 +331,11 @@ struct RemoteConnection::Impl {
       offset += n;
     }
     wire::Message ignored;
-    return Receive(task, deadline, request_timeout_ms, where, reply ? reply : &ignored);
+    // A reply's bulk of exactly reply_bulk_into's size lands there (the caller's buffer).
+    if (!reply_bulk_into.empty()) decoder.SetBulkDestination(task, reply_bulk_into);
+    dx_status_t st = Receive(task, deadline, request_timeout_ms, where, reply ? reply : &ignored);
+    if (!reply_bulk_into.empty()) decoder.ClearBulkDestination();
+    return st;
   }
 };
 
@@ -693,8 +698,12 @@ dx_status_t RemoteConnection::Read(const Tensor& tensor, void* data, uint64_t si
     wire::Message m;
     if (dx_status_t st = impl_->Call(
             where, [&](uint64_t t) { return wire::request::TensorRead(t, handle, offset, n); }, {},
-            &m)) {
+            &m, std::span<uint8_t>(bytes + offset, static_cast<size_t>(n)))) {
       return st;
+    }
+    if (m.bulk_in_destination) {  // received straight into |data|
+      offset += n;
+      continue;
     }
     if (m.bulk.size() != n) {
       return Failf(DX_DATA_LOSS, "%s: deepxd answered %zu bytes for a read of %llu", where,

@@ -599,8 +599,14 @@ std::optional<Event> Session::OnHeader(Frame&& frame) {
     frame_left_ = 0;
     skip_ = false;
     pending_ = std::move(m);
-    // One buffer for all the bulk frames (address space only until the bytes arrive).
-    pending_.bulk.reserve(static_cast<size_t>(bulk_bytes));
+    to_dst_ = dst_set_ && dst_task_ == task_id && dst_.size() == bulk_bytes;
+    if (to_dst_) {
+      dst_set_ = false;  // one message
+      pending_.bulk_in_destination = true;
+    } else {
+      // One buffer for all the bulk frames (address space only until the bytes arrive).
+      pending_.bulk.reserve(static_cast<size_t>(bulk_bytes));
+    }
     return std::nullopt;
   }
   Event e;
@@ -613,7 +619,7 @@ std::optional<Event> Session::OnHeader(Frame&& frame) {
 std::optional<Event> Session::OnBulk(Frame&& frame) {
   std::optional<Event> e = OnBulkStart(frame.payload.size());
   if (e) return e;
-  if (!skip_ && bulk_have_ == 0 && frame.payload.size() == bulk_left_) {
+  if (!skip_ && !to_dst_ && bulk_have_ == 0 && frame.payload.size() == bulk_left_) {
     // The whole bulk in one frame: its buffer becomes the message's.
     pending_.bulk = std::move(frame.payload);
     frame_left_ = 0;
@@ -639,18 +645,41 @@ std::optional<Event> Session::OnBulkStart(uint64_t length) {
                 pending_.task_id, true);
   frame_left_ = length;
   // The buffer was reserved at bulk_bytes when the header verified: no reallocation here.
-  if (!skip_ && length > 0) pending_.bulk.resize(bulk_have_ + length);
+  if (!skip_ && !to_dst_ && length > 0) pending_.bulk.resize(bulk_have_ + length);
   return std::nullopt;
 }
 
 std::span<uint8_t> Session::BulkWindow() {
   if (skip_ || frame_left_ == 0 || closed_) return {};
-  return std::span<uint8_t>(pending_.bulk.data() + bulk_have_, frame_left_);
+  uint8_t* base = to_dst_ ? dst_.data() : pending_.bulk.data();
+  return std::span<uint8_t>(base + bulk_have_, frame_left_);
+}
+
+void Session::SetBulkDestination(uint64_t task_id, std::span<uint8_t> destination) {
+  dst_task_ = task_id;
+  dst_ = destination;
+  dst_set_ = true;
+}
+
+void Session::ClearBulkDestination() {
+  dst_set_ = false;
+  if (to_dst_ && (bulk_left_ > 0 || frame_left_ > 0)) {
+    // The message now arriving keeps its bytes out of the destination: they are skipped and
+    // the message comes out as an error.
+    to_dst_ = false;
+    skip_ = true;
+    skipped_error_ = Fail(DX_CANCELLED,
+                          "the bulk destination of task " + std::to_string(pending_.task_id) +
+                              " was withdrawn before its bytes arrived",
+                          pending_.task_id, false);
+  }
+  dst_ = {};
 }
 
 std::optional<Event> Session::OnBulkBytes(std::span<const uint8_t> bytes) {
   size_t n = std::min<uint64_t>(bytes.size(), frame_left_);
-  if (!skip_ && n > 0) std::memcpy(pending_.bulk.data() + bulk_have_, bytes.data(), n);
+  if (!skip_ && n > 0)
+    std::memcpy((to_dst_ ? dst_.data() : pending_.bulk.data()) + bulk_have_, bytes.data(), n);
   return CommitBulk(n);
 }
 
@@ -661,6 +690,10 @@ std::optional<Event> Session::CommitBulk(size_t n) {
   if (!skip_) bulk_have_ += n;
   if (bulk_left_ > 0 || frame_left_ > 0) return std::nullopt;
   bulk_have_ = 0;
+  if (to_dst_) {
+    to_dst_ = false;
+    dst_ = {};
+  }
   if (skip_) {
     skip_ = false;
     std::optional<Event> e = std::move(skipped_error_);

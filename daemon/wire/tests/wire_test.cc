@@ -468,6 +468,67 @@ TEST(WireStream, BulkEndingEarlyIsAnErrorAtEndOfStreamAndAHeaderInsteadIsFatal) 
   ExpectError(ev[1], DX_INVALID_ARGUMENT, "still expected", true);
 }
 
+TEST(WireStream, BulkDestinationTakesTheMatchingReplyOnly) {
+  dw::Limits l;
+  l.max_bulk_frame_bytes = 64;
+  Bytes data(150);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i + 1);
+  for (size_t chunk : {size_t{1}, size_t{50}, size_t{4096}}) {
+    dw::StreamDecoder d(dw::Role::kClient, l);
+    std::vector<dw::Event> events;
+    d.Feed(HelloReply(), events);
+    Bytes dst(150, 0), small(149, 0);
+    // Another task's reply first: not into the destination.
+    d.SetBulkDestination(9, dst);
+    Bytes stream = Cat({FrameRep(dw::reply::Ok(8, data.size()), data, l),
+                        FrameRep(dw::reply::Ok(9, data.size()), data, l),
+                        FrameRep(dw::reply::Ok(10, data.size()), data, l)});
+    for (size_t at = 0; at < stream.size();) {
+      std::span<uint8_t> w = d.BulkWindow();
+      size_t n = std::min(chunk, stream.size() - at);
+      if (!w.empty()) {
+        n = std::min(n, w.size());
+        std::memcpy(w.data(), stream.data() + at, n);
+        d.CommitBulk(n, events);
+      } else {
+        d.Feed(std::span<const uint8_t>(stream).subspan(at, n), events);
+      }
+      at += n;
+    }
+    ASSERT_EQ(events.size(), 4u);
+    EXPECT_FALSE(events[1].message.bulk_in_destination);
+    EXPECT_EQ(events[1].message.bulk, data);
+    EXPECT_TRUE(events[2].message.bulk_in_destination);
+    EXPECT_TRUE(events[2].message.bulk.empty());
+    EXPECT_EQ(dst, data);
+    // One message only: task 10 (and any later one) gets its own buffer.
+    EXPECT_FALSE(events[3].message.bulk_in_destination);
+    EXPECT_EQ(events[3].message.bulk, data);
+    // A size that does not match: the usual buffer.
+    events.clear();
+    d.SetBulkDestination(11, small);
+    d.Feed(FrameRep(dw::reply::Ok(11, data.size()), data, l), events);
+    ASSERT_EQ(events.size(), 1u);
+    EXPECT_FALSE(events[0].message.bulk_in_destination);
+    EXPECT_EQ(events[0].message.bulk, data);
+    EXPECT_EQ(small, Bytes(149, 0));
+    // Withdrawn while its bytes arrive: the rest is skipped, the message is an error.
+    events.clear();
+    Bytes dst2(150, 0);
+    d.SetBulkDestination(12, dst2);
+    Bytes msg = FrameRep(dw::reply::Ok(12, data.size()), data, l);
+    d.Feed(std::span<const uint8_t>(msg).first(msg.size() - 100), events);
+    d.ClearBulkDestination();
+    d.Feed(std::span<const uint8_t>(msg).subspan(msg.size() - 100), events);
+    ASSERT_EQ(events.size(), 1u);
+    ExpectError(events[0], DX_CANCELLED, "withdrawn", false);
+    events.clear();
+    d.Feed(FrameRep(dw::reply::Ok(13)), events);
+    ASSERT_EQ(events.size(), 1u);
+    EXPECT_EQ(events[0].kind, dw::Event::Kind::kMessage);
+  }
+}
+
 TEST(WireStream, ScatterGatherHeaderAndFrameHeadersMatchEncodeReply) {
   dw::Limits l;
   l.max_bulk_frame_bytes = 64;

@@ -125,6 +125,9 @@ struct Message {
   uint64_t task_id = 0;
   std::vector<uint8_t> header;
   std::vector<uint8_t> bulk;
+  /// True when the bulk bytes went to the destination given by SetBulkDestination (then
+  /// |bulk| is empty).
+  bool bulk_in_destination = false;
   /// Valid only for a Message from a server-role session (verified as a Request).
   const fb::Request* request() const { return flatbuffers::GetRoot<fb::Request>(header.data()); }
   /// Valid only for a Message from a client-role session (verified as a Reply).
@@ -179,6 +182,12 @@ class Session {
   /// message) or no bulk frame is open.
   std::span<uint8_t> BulkWindow();
   std::optional<Event> CommitBulk(size_t n);
+  /// The bulk bytes of the message of task |task_id|, when it is not refused and announces
+  /// exactly |destination|'s size, go into |destination| instead of Message::bulk (one message;
+  /// the caller keeps it valid until that message or ClearBulkDestination). On any other size
+  /// the bulk goes to Message::bulk as usual. If the stream breaks off, part of it is written.
+  void SetBulkDestination(uint64_t task_id, std::span<uint8_t> destination);
+  void ClearBulkDestination();
   bool hello_done() const { return hello_done_; }
   bool closed() const { return closed_; }
   uint16_t peer_major() const { return peer_major_; }
@@ -203,6 +212,10 @@ class Session {
   uint64_t frame_left_ = 0;  // of the bulk frame open (OnBulkStart), not yet received
   uint64_t bulk_have_ = 0;   // bulk bytes of pending_ received
   bool skip_ = false;
+  bool to_dst_ = false;  // pending_'s bulk goes to dst_
+  uint64_t dst_task_ = 0;
+  std::span<uint8_t> dst_;
+  bool dst_set_ = false;
   std::optional<Event> skipped_error_;
   Message pending_;
 };
@@ -225,6 +238,11 @@ class StreamDecoder {
   /// into the window, CommitBulk(n) (n <= the window's size).
   std::span<uint8_t> BulkWindow();
   void CommitBulk(size_t n, std::vector<Event>& out);
+  /// See Session::SetBulkDestination.
+  void SetBulkDestination(uint64_t task_id, std::span<uint8_t> destination) {
+    session_.SetBulkDestination(task_id, destination);
+  }
+  void ClearBulkDestination() { session_.ClearBulkDestination(); }
 
  private:
   void Emit(std::optional<Event>&& e, std::vector<Event>& out);
